@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# Shared settings and helpers for scripts/cluster, scripts/build-k8s, scripts/images, scripts/test.
+# Source it; do not run it.
+
+set -euo pipefail
+
+ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+SCRIPTS_DIR="$ROOT_DIR/scripts"
+
+# --- versions (the cache is keyed by these) ---------------------------------
+K8S_VERSION="v1.20.2"
+# Debian bookworm source package that carries upstream v1.20.2 with its full vendor/ tree.
+K8S_DEB_SRC_PKG="kubernetes"
+K8S_DEB_SRC_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+# Bump when the build recipe (patches, flags, binary list) changes: it re-keys the cache.
+K8S_RECIPE_REV="1"
+K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
+
+# --- locations --------------------------------------------------------------
+CACHE_ROOT="${RANCHEROS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rancheros-operator}"
+K8S_CACHE_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-r$K8S_RECIPE_REV"
+K8S_BIN_DIR="$K8S_CACHE_DIR/bin"
+IMAGES_CACHE_DIR="$CACHE_ROOT/images"
+
+STATE_DIR="${RANCHEROS_CLUSTER_STATE:-/var/lib/rancheros-operator-cluster}"
+KUBECONFIG_PATH="$STATE_DIR/kubeconfig"
+LOG_DIR="$STATE_DIR/logs"
+PID_DIR="$STATE_DIR/pids"
+
+# --- images -----------------------------------------------------------------
+PAUSE_IMAGE="rancheros-pause:3.4.1"
+RUNNER_IMAGE="rancheros-runner:test"
+OPERATOR_IMAGE="rancheros-operator:dev"
+IMAGE_REV="1" # bump to rebuild the cached pause/runner archives
+
+# --- cluster network --------------------------------------------------------
+SERVICE_CIDR="10.96.0.0/12"
+KUBERNETES_SVC_IP="10.96.0.1"
+DNS_SVC_IP="10.96.0.10"
+POD_CIDR="10.88.0.0/16"
+CLUSTER_DOMAIN="cluster.local"
+CNI_BRIDGE="cni0"
+APISERVER_PORT=6443
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+	printf '\nERROR: %s\n\n' "$*" >&2
+	exit 1
+}
+
+need_root() {
+	[ "$(id -u)" = 0 ] || die "this must run as root (it runs containerd, kubelet and iptables)"
+}
+
+# apt-get update once per process tree (exported marker), then install what is missing.
+APT_UPDATED="${APT_UPDATED:-}"
+apt_update_once() {
+	if [ -z "$APT_UPDATED" ]; then
+		log "apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || die "apt-get update failed"
+		APT_UPDATED=1
+		export APT_UPDATED
+	fi
+}
+
+# ensure_pkgs pkg... : install Debian packages that are not installed yet.
+ensure_pkgs() {
+	local missing=() p
+	for p in "$@"; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+			missing+=("$p")
+		fi
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	apt_update_once
+	log "apt-get install ${missing[*]}"
+	# No init system runs services here; keep package scripts from trying to start any.
+	local policy=/usr/sbin/policy-rc.d created_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod +x "$policy"
+		created_policy=1
+	fi
+	local rc=0
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || rc=$?
+	[ "$created_policy" = 1 ] && rm -f "$policy"
+	[ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed"
+}
+
+# Packages the node needs at run time.
+NODE_PKGS="containerd runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
