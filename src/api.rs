@@ -1,0 +1,277 @@
+//! The two custom resources, `ManagedOSVersionChannel` and `ManagedOSVersion`
+//! (group `rancheros.cattle.io`, version `v1`). The CRD YAML in `crds/` is generated
+//! from these types by `crd_manifests`; the test `tests/crds.rs` keeps it in step.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub const GROUP: &str = "rancheros.cattle.io";
+/// Label on every version and syncer pod: the name of the channel it belongs to.
+pub const CHANNEL_LABEL: &str = "rancheros.cattle.io/channel";
+/// Annotation on versions the channel's latest successful sync no longer lists.
+pub const NO_LONGER_IN_SYNC_ANNOTATION: &str = "rancheros.cattle.io/channel-no-longer-in-sync";
+/// Annotation on a channel: a new value asks for a sync now.
+pub const SYNC_REQUESTED_AT_ANNOTATION: &str = "rancheros.cattle.io/sync-requested-at";
+/// The `Ready` condition type, the only condition the operator writes.
+pub const READY: &str = "Ready";
+
+/// A source of available OS versions. The operator keeps one `ManagedOSVersion` per
+/// version the channel lists, in the channel's namespace.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "rancheros.cattle.io",
+    version = "v1",
+    kind = "ManagedOSVersionChannel",
+    namespaced,
+    derive = "PartialEq",
+    status = "ManagedOSVersionChannelStatus",
+    shortname = "mosvc",
+    category = "rancheros",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Versions","type":"integer","jsonPath":".status.syncedVersions"}"#,
+    printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.lastSyncedTime"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedOSVersionChannelSpec {
+    /// `custom` (a container prints the channel data) or `json` (the operator fetches a URL).
+    /// Kept a plain string so that a wrong value is reported in the status, not refused.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    /// Time between syncs, as a duration string (`90s`, `10m`, `1h30m`). Default `1h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_interval: Option<String>,
+    /// `false` stops syncing and flags (or deletes) every version of the channel. Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Delete, instead of only flagging, versions the channel no longer lists. Default `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_no_longer_in_sync_versions: Option<bool>,
+    /// Prefix put before `metadata.upgradeImage` (container) or `metadata.uri` (iso) of
+    /// every version, with exactly one `/` between.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// Options of the channel type (see the README).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub options: Option<Map<String, Value>>,
+    /// When set, copied to every version's `spec.upgradeContainer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub upgrade_container: Option<Map<String, Value>>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedOSVersionChannelStatus {
+    /// The `Ready` condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// When the last successful sync finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_synced_time: Option<Time>,
+    /// The `metadata.generation` the last successful sync used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_generation: Option<i64>,
+    /// How many versions the last successful sync listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_versions: Option<i64>,
+    /// Consecutive failed syncs; reset by a success.
+    #[serde(default)]
+    pub failed_synchronization_attempts: i64,
+    /// When the last sync, successful or not, finished: the next one is timed from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_attempt_time: Option<Time>,
+    /// The value of the `rancheros.cattle.io/sync-requested-at` annotation that was last
+    /// acted on; a different value asks for a sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_requested_at: Option<String>,
+}
+
+/// One OS version available for upgrade.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "rancheros.cattle.io",
+    version = "v1",
+    kind = "ManagedOSVersion",
+    namespaced,
+    derive = "PartialEq",
+    status = "ManagedOSVersionStatus",
+    shortname = "mosv",
+    category = "rancheros",
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Channel","type":"string","jsonPath":".metadata.ownerReferences[?(@.controller==true)].name"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ManagedOSVersionSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `container` or `iso`.
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_version: Option<String>,
+    /// `upgradeImage` (container), `uri` (iso), `displayName`, `created` and any other keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub upgrade_container: Option<Map<String, Value>>,
+}
+
+/// Versions have a status subresource for tools built on top; the operator writes none.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ManagedOSVersionStatus {}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+/// The CRD manifests as written to `crds/`, keyed by file name.
+pub fn crd_manifests() -> Vec<(&'static str, String)> {
+    use kube::CustomResourceExt;
+    let yaml = |crd| {
+        let json = serde_json::to_value(crd).expect("a CRD always serializes");
+        format!("---\n{}", yaml_of(&json))
+    };
+    vec![
+        (
+            "managedosversionchannels.yaml",
+            yaml(ManagedOSVersionChannel::crd()),
+        ),
+        ("managedosversions.yaml", yaml(ManagedOSVersion::crd())),
+    ]
+}
+
+/// A small, deterministic JSON-to-YAML writer for the CRD manifests (block style, keys in
+/// the order serde gives them, strings quoted as JSON, which YAML accepts). It avoids a
+/// YAML dependency for the one place the operator writes YAML.
+fn yaml_of(value: &Value) -> String {
+    let mut out = String::new();
+    write_yaml(value, 0, &mut out);
+    out
+}
+
+fn write_yaml(value: &Value, indent: usize, out: &mut String) {
+    let pad = "  ".repeat(indent);
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, v) in map {
+                out.push_str(&pad);
+                out.push_str(&yaml_key(key));
+                out.push(':');
+                write_yaml_child(v, indent, out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for v in items {
+                out.push_str(&pad);
+                out.push('-');
+                match v {
+                    Value::Object(map) if !map.is_empty() => {
+                        // First key on the dash line, the rest aligned below it.
+                        let mut first = true;
+                        for (key, child) in map {
+                            if first {
+                                out.push(' ');
+                                first = false;
+                            } else {
+                                out.push_str(&pad);
+                                out.push_str("  ");
+                            }
+                            out.push_str(&yaml_key(key));
+                            out.push(':');
+                            write_yaml_child(child, indent + 1, out);
+                        }
+                    }
+                    _ => write_yaml_child(v, indent, out),
+                }
+            }
+        }
+        scalar => {
+            out.push_str(&pad);
+            out.push_str(&scalar_yaml(scalar));
+            out.push('\n');
+        }
+    }
+}
+
+fn write_yaml_child(v: &Value, indent: usize, out: &mut String) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            write_yaml(v, indent + 1, out);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push('\n');
+            write_yaml(v, indent + 1, out);
+        }
+        scalar => {
+            out.push(' ');
+            out.push_str(&scalar_yaml(scalar));
+            out.push('\n');
+        }
+    }
+}
+
+fn yaml_key(key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    if plain {
+        key.to_string()
+    } else {
+        Value::String(key.to_string()).to_string()
+    }
+}
+
+fn scalar_yaml(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_writer_round_trips_through_json_shapes() {
+        let v = serde_json::json!({
+            "a": 1, "b": "x: y", "c": [ {"d": true, "e": []}, "f" ], "g": {}, "h": null,
+            "x-kubernetes-preserve-unknown-fields": true
+        });
+        let y = yaml_of(&v);
+        assert_eq!(
+            y,
+            "a: 1\nb: \"x: y\"\nc:\n  - d: true\n    e: []\n  - \"f\"\ng: {}\nh: null\nx-kubernetes-preserve-unknown-fields: true\n"
+        );
+    }
+
+    #[test]
+    fn channel_spec_accepts_the_sample_manifest() {
+        let spec: ManagedOSVersionChannelSpec = serde_json::from_value(serde_json::json!({
+            "type": "custom",
+            "options": {"image": "opensuse/tumbleweed", "mountPath": "/output"},
+            "upgradeContainer": {}
+        }))
+        .unwrap();
+        assert_eq!(spec.type_, "custom");
+        assert_eq!(spec.upgrade_container, Some(Map::new()));
+        assert_eq!(spec.enabled, None);
+    }
+}

@@ -1,0 +1,633 @@
+//! The decision core. [`decide`] looks at what was observed of one channel (its spec and
+//! status, its syncer pod, the pod's logs, the versions in its namespace, the time) and
+//! says what to do: which pod to create or delete, which versions to write, which status
+//! and events to publish, and when to look again. It performs no I/O; `controller` does
+//! what it says. When it needs to see more (a log, the versions) it says so in
+//! [`Decision::needs`] and is asked again with that filled in.
+
+pub mod pod;
+pub mod versions;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::api::{
+    ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus, READY,
+    SYNC_REQUESTED_AT_ANNOTATION,
+};
+use crate::channel;
+use crate::config::{self, ChannelConfig, JsonOptions, Source};
+use crate::display::{self, Output};
+use crate::duration;
+use pod::Progress;
+
+/// `Ready` reasons, exactly as users and tools see them.
+pub mod reason {
+    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+    pub const SYNCHRONIZING: &str = "Synchronizing";
+    pub const SYNCHRONIZED: &str = "Synchronized";
+    pub const FAILED_TO_SYNC: &str = "FailedToSync";
+    pub const FAILED_TO_CREATE_POD: &str = "FailedToCreatePod";
+    pub const CHANNEL_DISABLED: &str = "ChannelDisabled";
+}
+
+/// After this many consecutive failures the channel waits for its interval.
+pub const MAX_QUICK_RETRIES: i64 = 4;
+/// How often to look again while the display log is still being written, or a pod of the
+/// channel is still terminating.
+const POLL: Duration = Duration::from_secs(1);
+/// The most of a runner's log a status message carries.
+const TAIL_BYTES: usize = 600;
+
+/// Operator-wide settings the decisions depend on.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub operator_image: String,
+    pub sync_timeout: Duration,
+    pub max_output_bytes: u64,
+    /// First delay of the exponential backoff after a failed sync.
+    pub retry_delay: Duration,
+}
+
+/// What a json channel's fetch brought back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fetched {
+    Body(Vec<u8>),
+    Failed(String),
+}
+
+/// Everything observed of one channel. Optional parts are filled in when asked for.
+pub struct Observation<'a> {
+    pub channel: &'a ManagedOSVersionChannel,
+    /// The pod named after the channel, whoever controls it.
+    pub pod: Option<&'a Pod>,
+    /// The `display` container's log, read with a cap of `max_output_bytes` plus the frame.
+    pub display_log: Option<&'a [u8]>,
+    /// The tail of the `runner` container's log.
+    pub runner_log: Option<&'a str>,
+    pub fetched: Option<&'a Fetched>,
+    /// Every `ManagedOSVersion` in the channel's namespace.
+    pub versions: Option<&'a [ManagedOSVersion]>,
+    pub now: Timestamp,
+}
+
+/// What must be observed before a decision can be made.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Needs {
+    pub display_log: bool,
+    pub runner_log: bool,
+    pub versions: bool,
+    pub fetch: Option<JsonOptions>,
+}
+
+impl Needs {
+    pub fn any(&self) -> bool {
+        self.display_log || self.runner_log || self.versions || self.fetch.is_some()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    CreatePod(Box<Pod>),
+    DeletePod { name: String, uid: String },
+    /// Server-side apply of the whole version.
+    ApplyVersion(Box<ManagedOSVersion>),
+    /// Set or remove the no-longer-in-sync annotation.
+    MarkVersion { name: String, no_longer_in_sync: bool },
+    DeleteVersion { name: String, uid: String },
+}
+
+impl Action {
+    pub fn describe(&self) -> String {
+        match self {
+            Action::CreatePod(p) => format!("create pod {}", p.name_any()),
+            Action::DeletePod { name, .. } => format!("delete pod {name}"),
+            Action::ApplyVersion(v) => format!("apply version {}", v.name_any()),
+            Action::MarkVersion {
+                name,
+                no_longer_in_sync: true,
+            } => format!("flag version {name}"),
+            Action::MarkVersion { name, .. } => format!("unflag version {name}"),
+            Action::DeleteVersion { name, .. } => format!("delete version {name}"),
+        }
+    }
+}
+
+/// A Kubernetes Event to publish on the channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// How a sync ended, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Synchronized,
+    Failed,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// When set, nothing else is: observe these, then decide again.
+    pub needs: Needs,
+    /// Performed in order; a failure stops the rest and the reconcile is retried.
+    pub actions: Vec<Action>,
+    /// The new status, when it differs from the current one.
+    pub status: Option<ManagedOSVersionChannelStatus>,
+    pub events: Vec<Note>,
+    /// Look again after this long (also when nothing changes); `None`: on the next change.
+    pub requeue: Option<Duration>,
+    pub outcome: Option<Outcome>,
+}
+
+/// The decision for one channel.
+pub fn decide(obs: &Observation, settings: &Settings) -> Decision {
+    let d = Decider {
+        obs,
+        settings,
+        ch: obs.channel,
+        status: obs.channel.status.clone().unwrap_or_default(),
+        generation: obs.channel.metadata.generation.unwrap_or_default(),
+    };
+    let mut decision = d.decide();
+    if decision.status.as_ref() == obs.channel.status.as_ref() {
+        decision.status = None;
+    }
+    decision
+}
+
+struct Decider<'a> {
+    obs: &'a Observation<'a>,
+    settings: &'a Settings,
+    ch: &'a ManagedOSVersionChannel,
+    status: ManagedOSVersionChannelStatus,
+    generation: i64,
+}
+
+fn needs(n: Needs) -> Decision {
+    Decision {
+        needs: n,
+        ..Default::default()
+    }
+}
+
+fn after(d: Duration) -> Decision {
+    Decision {
+        requeue: Some(d),
+        ..Default::default()
+    }
+}
+
+impl Decider<'_> {
+    fn decide(&self) -> Decision {
+        if self.ch.metadata.deletion_timestamp.is_some() {
+            // Owner references take the pod and the versions with the channel.
+            return Decision::default();
+        }
+        let our_pod = self.obs.pod.filter(|p| versions::controlled_by(&p.metadata, self.ch));
+        if !config::enabled(&self.ch.spec) {
+            return self.disabled(our_pod);
+        }
+        let config = match config::resolve(&self.ch.spec) {
+            Ok(c) => c,
+            Err(message) => return self.invalid(our_pod, message),
+        };
+        match (self.obs.pod, our_pod) {
+            (Some(pod), Some(_)) if pod.metadata.deletion_timestamp.is_none() => {
+                self.with_pod(pod, &config)
+            }
+            (Some(pod), None) if self.sync_due(&config).is_zero() => self.failure(
+                reason::FAILED_TO_CREATE_POD,
+                format!(
+                    "cannot create the syncer pod: a pod named {:?} already exists in namespace {:?} and is not controlled by this channel; it is left alone, delete or rename it",
+                    pod.name_any(),
+                    self.ch.namespace().unwrap_or_default()
+                ),
+                &config,
+                None,
+            ),
+            (Some(_), _) => {
+                // Ours and terminating, or someone else's while no sync is due: wait.
+                let due = self.sync_due(&config);
+                after(if due.is_zero() { POLL } else { due })
+            }
+            (None, _) => self.without_pod(&config),
+        }
+    }
+
+    fn timestamp(&self) -> Time {
+        Time(self.obs.now)
+    }
+
+    /// `Ready` with the given values; the transition time moves only when the status does.
+    fn ready(&self, ok: bool, reason: &str, message: String) -> Vec<Condition> {
+        let status = if ok { "True" } else { "False" };
+        let previous = self.status.conditions.iter().find(|c| c.type_ == READY);
+        let last_transition_time = match previous {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => self.timestamp(),
+        };
+        let mut conditions: Vec<Condition> = self
+            .status
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != READY)
+            .cloned()
+            .collect();
+        conditions.push(Condition {
+            type_: READY.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: Some(self.generation),
+            last_transition_time,
+        });
+        conditions
+    }
+
+    fn ready_condition(&self) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == READY)
+    }
+
+    /// Whether the status already says this, for this generation.
+    fn already(&self, reason: &str) -> bool {
+        self.ready_condition()
+            .is_some_and(|c| c.reason == reason && c.observed_generation == Some(self.generation))
+    }
+
+    fn requested_at(&self) -> Option<String> {
+        self.ch.annotations().get(SYNC_REQUESTED_AT_ANNOTATION).cloned()
+    }
+
+    fn delete_pod(pod: &Pod) -> Action {
+        Action::DeletePod {
+            name: pod.name_any(),
+            uid: pod.uid().unwrap_or_default(),
+        }
+    }
+
+    fn disabled(&self, our_pod: Option<&Pod>) -> Decision {
+        let mut actions: Vec<Action> = our_pod.map(Self::delete_pod).into_iter().collect();
+        if self.already(reason::CHANNEL_DISABLED) {
+            return Decision {
+                actions,
+                ..Default::default()
+            };
+        }
+        let Some(existing) = self.obs.versions else {
+            return needs(Needs {
+                versions: true,
+                ..Default::default()
+            });
+        };
+        let delete = self.ch.spec.delete_no_longer_in_sync_versions.unwrap_or(false);
+        // Nothing is listed, so there is nothing to conflict with.
+        let plan = versions::plan(self.ch, None, existing, delete).unwrap_or_default();
+        let summary = plan.summary();
+        actions.extend(plan.actions);
+        let mut status = self.status.clone();
+        status.conditions = self.ready(
+            true,
+            reason::CHANNEL_DISABLED,
+            "syncing is disabled (spec.enabled is false)".into(),
+        );
+        Decision {
+            actions,
+            status: Some(status),
+            events: vec![Note {
+                warning: false,
+                reason: reason::CHANNEL_DISABLED,
+                message: format!("channel disabled; versions: {summary}"),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn invalid(&self, our_pod: Option<&Pod>, message: String) -> Decision {
+        let actions: Vec<Action> = our_pod.map(Self::delete_pod).into_iter().collect();
+        let mut status = self.status.clone();
+        status.conditions = self.ready(false, reason::INVALID_CONFIGURATION, message.clone());
+        let events = if self.already(reason::INVALID_CONFIGURATION) {
+            vec![]
+        } else {
+            vec![Note {
+                warning: true,
+                reason: reason::INVALID_CONFIGURATION,
+                message,
+            }]
+        };
+        Decision {
+            actions,
+            status: Some(status),
+            events,
+            ..Default::default()
+        }
+    }
+
+    /// How long until the next sync is due (zero: now).
+    fn sync_due(&self, config: &ChannelConfig) -> Duration {
+        let Some(ready) = self.ready_condition() else {
+            return Duration::ZERO;
+        };
+        if ready.observed_generation != Some(self.generation)
+            || ready.reason == reason::SYNCHRONIZING
+            || (self.requested_at().is_some() && self.requested_at() != self.status.sync_requested_at)
+        {
+            return Duration::ZERO;
+        }
+        let Some(Time(last)) = &self.status.last_sync_attempt_time else {
+            return Duration::ZERO;
+        };
+        let wait = self.retry_wait(config);
+        let elapsed = self.obs.now.duration_since(*last);
+        let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+        wait.saturating_sub(elapsed)
+    }
+
+    /// The wait after the last attempt: backoff while failing, else the interval.
+    fn retry_wait(&self, config: &ChannelConfig) -> Duration {
+        let failures = self.status.failed_synchronization_attempts;
+        if (1..MAX_QUICK_RETRIES).contains(&failures) {
+            let backoff = self
+                .settings
+                .retry_delay
+                .saturating_mul(1 << (failures - 1).min(16));
+            backoff.min(config.sync_interval)
+        } else {
+            config.sync_interval
+        }
+    }
+
+    fn without_pod(&self, config: &ChannelConfig) -> Decision {
+        let due = self.sync_due(config);
+        if !due.is_zero() {
+            return after(due);
+        }
+        match &config.source {
+            Source::Custom(options) => {
+                let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
+                let pod = pod::build(self.ch, options, &self.settings.operator_image, timeout);
+                let mut status = self.status.clone();
+                status.conditions = self.ready(
+                    false,
+                    reason::SYNCHRONIZING,
+                    format!("syncer pod {} started", pod.name_any()),
+                );
+                status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+                Decision {
+                    actions: vec![Action::CreatePod(Box::new(pod))],
+                    status: Some(status),
+                    requeue: Some(timeout),
+                    ..Default::default()
+                }
+            }
+            Source::Json(options) => self.json_sync(config, options),
+        }
+    }
+
+    fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
+        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
+            return needs(Needs {
+                fetch: Some(options.clone()),
+                versions: true,
+                ..Default::default()
+            });
+        };
+        match fetched {
+            Fetched::Failed(message) => {
+                self.failure(reason::FAILED_TO_SYNC, message.clone(), config, None)
+            }
+            Fetched::Body(data) => self.apply_data(data, config, None),
+        }
+    }
+
+    fn with_pod(&self, pod: &Pod, config: &ChannelConfig) -> Decision {
+        let Source::Custom(options) = &config.source else {
+            return Decision {
+                actions: vec![Self::delete_pod(pod)],
+                requeue: Some(POLL),
+                ..Default::default()
+            };
+        };
+        if let Some(why) = pod::stale_reason(pod, self.ch, &self.settings.operator_image) {
+            tracing::info!(pod = %pod.name_any(), "replacing the syncer pod: {why}");
+            return Decision {
+                actions: vec![Self::delete_pod(pod)],
+                requeue: Some(POLL),
+                ..Default::default()
+            };
+        }
+        let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
+        let age = pod
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|Time(t)| Duration::try_from(self.obs.now.duration_since(*t)).unwrap_or_default())
+            .unwrap_or_default();
+        let progress = pod::progress(pod);
+        if age >= timeout && matches!(progress, Progress::Working | Progress::OutputReady) {
+            let detail = match progress {
+                Progress::OutputReady => "the display log never held complete output".into(),
+                _ => pod::waiting_summary(pod),
+            };
+            return self.failure(
+                reason::FAILED_TO_SYNC,
+                format!(
+                    "timed out after {}: the syncer pod did not finish ({detail})",
+                    duration::format(timeout)
+                ),
+                config,
+                Some(pod),
+            );
+        }
+        match progress {
+            Progress::Working => after(timeout - age),
+            Progress::RunnerFailed { exit_code, reason } => {
+                let Some(log) = self.obs.runner_log else {
+                    return needs(Needs {
+                        runner_log: true,
+                        ..Default::default()
+                    });
+                };
+                let reason = if reason.is_empty() || reason == "Error" {
+                    String::new()
+                } else {
+                    format!(" ({reason})")
+                };
+                self.failure(
+                    reason::FAILED_TO_SYNC,
+                    format!(
+                        "the runner container exited with code {exit_code}{reason}; the end of its output: {}",
+                        tail(log)
+                    ),
+                    config,
+                    Some(pod),
+                )
+            }
+            Progress::DisplayFailed { exit_code, .. } => {
+                let Some(log) = self.obs.display_log else {
+                    return needs(Needs {
+                        display_log: true,
+                        ..Default::default()
+                    });
+                };
+                self.failure(
+                    reason::FAILED_TO_SYNC,
+                    format!(
+                        "the display container exited with code {exit_code}: {}",
+                        tail(&String::from_utf8_lossy(log))
+                    ),
+                    config,
+                    Some(pod),
+                )
+            }
+            Progress::PodFailed { reason } => self.failure(
+                reason::FAILED_TO_SYNC,
+                format!("the syncer pod failed: {reason}"),
+                config,
+                Some(pod),
+            ),
+            Progress::OutputReady => {
+                let (Some(log), Some(_)) = (self.obs.display_log, self.obs.versions) else {
+                    return needs(Needs {
+                        display_log: true,
+                        versions: true,
+                        ..Default::default()
+                    });
+                };
+                match display::decode(log, self.settings.max_output_bytes) {
+                    Output::Incomplete => after(POLL.min(timeout - age)),
+                    Output::TooLarge { bytes } => self.failure(
+                        reason::FAILED_TO_SYNC,
+                        format!(
+                            "the channel data is {bytes} bytes, more than the operator's limit of {} bytes (--max-output-bytes)",
+                            self.settings.max_output_bytes
+                        ),
+                        config,
+                        Some(pod),
+                    ),
+                    Output::Corrupt(why) => {
+                        self.failure(reason::FAILED_TO_SYNC, why, config, Some(pod))
+                    }
+                    Output::Complete(data) => self.apply_data(data, config, Some(pod)),
+                }
+            }
+        }
+    }
+
+    /// Parses the channel data and, when valid, writes the versions.
+    fn apply_data(&self, data: &[u8], config: &ChannelConfig, pod: Option<&Pod>) -> Decision {
+        let existing = self.obs.versions.unwrap_or_default();
+        let items = match channel::parse(data) {
+            Ok(items) => items,
+            Err(e) => {
+                return self.failure(reason::FAILED_TO_SYNC, e.to_string(), config, pod);
+            }
+        };
+        let plan = match versions::plan(
+            self.ch,
+            Some((config, &items)),
+            existing,
+            config.delete_no_longer_in_sync,
+        ) {
+            Ok(plan) => plan,
+            Err(conflict) => return self.failure(reason::FAILED_TO_SYNC, conflict, config, pod),
+        };
+        let summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
+        let mut actions = plan.actions;
+        actions.extend(pod.map(Self::delete_pod));
+        let mut status = self.status.clone();
+        status.conditions = self.ready(true, reason::SYNCHRONIZED, summary.clone());
+        status.last_synced_time = Some(self.timestamp());
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.synced_generation = Some(self.generation);
+        status.synced_versions = Some(items.len() as i64);
+        status.failed_synchronization_attempts = 0;
+        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        Decision {
+            actions,
+            status: Some(status),
+            events: vec![Note {
+                warning: false,
+                reason: reason::SYNCHRONIZED,
+                message: summary,
+            }],
+            requeue: Some(config.sync_interval),
+            outcome: Some(Outcome::Synchronized),
+            ..Default::default()
+        }
+    }
+
+    /// A failed sync: nothing is written to versions; the pod, if any, goes.
+    fn failure(
+        &self,
+        reason: &'static str,
+        message: String,
+        config: &ChannelConfig,
+        pod: Option<&Pod>,
+    ) -> Decision {
+        let mut status = self.status.clone();
+        status.failed_synchronization_attempts += 1;
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        let attempts = status.failed_synchronization_attempts;
+        let next = {
+            let probe = Decider {
+                status: status.clone(),
+                ..*self
+            };
+            probe.retry_wait(config)
+        };
+        let retry = if attempts >= MAX_QUICK_RETRIES {
+            format!(
+                "{attempts} failures in a row; next try in {} (the sync interval)",
+                duration::format(next)
+            )
+        } else {
+            format!("attempt {attempts}; retrying in {}", duration::format(next))
+        };
+        status.conditions = self.ready(false, reason, format!("{message} ({retry})"));
+        Decision {
+            actions: pod.map(Self::delete_pod).into_iter().collect(),
+            status: Some(status),
+            events: vec![Note {
+                warning: true,
+                reason,
+                message,
+            }],
+            requeue: Some(next),
+            outcome: Some(Outcome::Failed),
+            ..Default::default()
+        }
+    }
+}
+
+/// The end of a log, on one line, short enough for a condition message.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return "(no output)".into();
+    }
+    let joined = lines.join(" | ");
+    if joined.len() <= TAIL_BYTES {
+        return joined;
+    }
+    let mut start = joined.len() - TAIL_BYTES;
+    while !joined.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &joined[start..])
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,316 @@
+//! Which `ManagedOSVersion` writes a sync needs: from the versions the channel lists and
+//! the versions that exist in its namespace.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use serde_json::Value;
+
+use super::Action;
+use crate::api::{
+    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel,
+    NO_LONGER_IN_SYNC_ANNOTATION,
+};
+use crate::channel::ChannelVersion;
+use crate::config::ChannelConfig;
+
+/// The writes of a sync, and their counts for the status message.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub created: usize,
+    pub updated: usize,
+    pub flagged: usize,
+    pub deleted: usize,
+}
+
+impl Plan {
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (self.created, "created"),
+            (self.updated, "updated"),
+            (self.flagged, "flagged as no longer in sync"),
+            (self.deleted, "deleted"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        if parts.is_empty() {
+            "no changes".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+pub fn controlled_by(meta: &ObjectMeta, channel: &ManagedOSVersionChannel) -> bool {
+    let uid = channel.uid();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
+fn is_flagged(v: &ManagedOSVersion) -> bool {
+    v.annotations()
+        .get(NO_LONGER_IN_SYNC_ANNOTATION)
+        .is_some_and(|a| a == "true")
+}
+
+/// The version a listed item becomes: owner reference, label, registry and
+/// upgradeContainer applied.
+pub fn desired(
+    channel: &ManagedOSVersionChannel,
+    config: &ChannelConfig,
+    item: &ChannelVersion,
+) -> ManagedOSVersion {
+    let mut labels = item.labels.clone();
+    labels.insert(CHANNEL_LABEL.into(), channel.name_any());
+    let mut annotations = item.annotations.clone();
+    annotations.remove(NO_LONGER_IN_SYNC_ANNOTATION);
+    let mut spec = item.spec.clone();
+    if let (Some(registry), Some(metadata)) = (&config.registry, spec.metadata.as_mut()) {
+        let key = if spec.type_ == "iso" {
+            "uri"
+        } else {
+            "upgradeImage"
+        };
+        if let Some(Value::String(target)) = metadata.get_mut(key) {
+            *target = with_registry(registry, target);
+        }
+    }
+    if config.upgrade_container.is_some() {
+        spec.upgrade_container = config.upgrade_container.clone();
+    }
+    let mut version = ManagedOSVersion::new(&item.name, spec);
+    version.metadata = ObjectMeta {
+        name: Some(item.name.clone()),
+        namespace: channel.namespace(),
+        labels: Some(labels),
+        annotations: (!annotations.is_empty()).then_some(annotations),
+        owner_references: channel.controller_owner_ref(&()).map(|r| vec![r]),
+        ..Default::default()
+    };
+    version
+}
+
+/// `registry/target` with exactly one `/` between.
+pub fn with_registry(registry: &str, target: &str) -> String {
+    format!(
+        "{}/{}",
+        registry.trim_end_matches('/'),
+        target.trim_start_matches('/')
+    )
+}
+
+/// Whether `existing` lacks anything `want` sets. Labels and annotations others added are
+/// left alone.
+fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
+    let contains = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
+        want.iter().all(|(k, v)| have.get(k) == Some(v))
+    };
+    existing.spec != want.spec
+        || !contains(existing.labels(), want.labels())
+        || !contains(existing.annotations(), want.annotations())
+}
+
+/// The writes that bring `existing` in line with what a sync listed (`None`: the channel is
+/// disabled and lists nothing). Fails, before any write, when a listed name is taken by a
+/// version this channel does not control.
+pub fn plan(
+    channel: &ManagedOSVersionChannel,
+    listing: Option<(&ChannelConfig, &[ChannelVersion])>,
+    existing: &[ManagedOSVersion],
+    delete_unlisted: bool,
+) -> Result<Plan, String> {
+    let by_name: HashMap<String, &ManagedOSVersion> =
+        existing.iter().map(|v| (v.name_any(), v)).collect();
+    let mut plan = Plan::default();
+    let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
+    let mut conflicts = Vec::new();
+    for (config, item) in listing.iter().flat_map(|(c, items)| items.iter().map(move |i| (*c, i))) {
+        let want = desired(channel, config, item);
+        match by_name.get(&item.name) {
+            None => {
+                plan.created += 1;
+                plan.actions.push(Action::ApplyVersion(Box::new(want)));
+            }
+            Some(have) if !controlled_by(&have.metadata, channel) => {
+                conflicts.push(conflict_message(have));
+            }
+            Some(have) => {
+                if differs(have, &want) {
+                    plan.updated += 1;
+                    plan.actions.push(Action::ApplyVersion(Box::new(want)));
+                }
+                if is_flagged(have) {
+                    plan.actions.push(Action::MarkVersion {
+                        name: item.name.clone(),
+                        no_longer_in_sync: false,
+                    });
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Err(format!(
+            "{}; nothing was changed (rename the version in the channel data or remove the other version)",
+            conflicts.join("; ")
+        ));
+    }
+    let listed_names: std::collections::HashSet<&str> =
+        listed.iter().map(|i| i.name.as_str()).collect();
+    for have in existing {
+        let name = have.name_any();
+        if listed_names.contains(name.as_str()) || !controlled_by(&have.metadata, channel) {
+            continue;
+        }
+        if delete_unlisted {
+            plan.deleted += 1;
+            plan.actions.push(Action::DeleteVersion {
+                name,
+                uid: have.uid().unwrap_or_default(),
+            });
+        } else if !is_flagged(have) {
+            plan.flagged += 1;
+            plan.actions.push(Action::MarkVersion {
+                name,
+                no_longer_in_sync: true,
+            });
+        }
+    }
+    Ok(plan)
+}
+
+fn conflict_message(have: &ManagedOSVersion) -> String {
+    let owner = have
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    match owner {
+        Some(o) => format!(
+            "version {:?} already exists and is controlled by {} {:?}",
+            have.name_any(),
+            o.kind,
+            o.name
+        ),
+        None => format!(
+            "version {:?} already exists and is not controlled by any channel",
+            have.name_any()
+        ),
+    }
+}
+
+/// For tests and tools: a spec from JSON.
+#[cfg(test)]
+pub(crate) fn spec_of(v: Value) -> crate::api::ManagedOSVersionSpec {
+    serde_json::from_value(v).unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syncer::tests::{channel, existing_version};
+    use serde_json::json;
+
+    fn item(name: &str, image: &str) -> ChannelVersion {
+        ChannelVersion {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            spec: spec_of(json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}})),
+        }
+    }
+
+    fn config(ch: &ManagedOSVersionChannel) -> ChannelConfig {
+        crate::config::resolve(&ch.spec).unwrap()
+    }
+
+    #[test]
+    fn registry_joins_with_one_slash() {
+        assert_eq!(with_registry("reg.io/", "/img:v1"), "reg.io/img:v1");
+        assert_eq!(with_registry("reg.io", "img:v1"), "reg.io/img:v1");
+    }
+
+    #[test]
+    fn desired_version_carries_owner_label_registry_and_upgrade_container() {
+        let mut ch = channel(json!({"type": "custom", "registry": "reg.io/", "options": {"image": "i"},
+                                    "upgradeContainer": {"image": "upgrader"}}));
+        ch.metadata.name = Some("chan".into());
+        let v = desired(&ch, &config(&ch), &item("foo", "os:v1"));
+        assert_eq!(v.labels()[CHANNEL_LABEL], "chan");
+        assert_eq!(v.spec.metadata.as_ref().unwrap()["upgradeImage"], "reg.io/os:v1");
+        assert_eq!(v.spec.upgrade_container.as_ref().unwrap()["image"], "upgrader");
+        let owner = &v.owner_references()[0];
+        assert_eq!((owner.kind.as_str(), owner.controller), ("ManagedOSVersionChannel", Some(true)));
+        assert_eq!(v.metadata.namespace.as_deref(), Some("ns"));
+    }
+
+    #[test]
+    fn unchanged_versions_get_no_writes() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let want = desired(&ch, &config(&ch), &item("foo", "os:v1"));
+        let have = existing_version(&ch, want.clone());
+        let p = plan(&ch, Some((&config(&ch), &[item("foo", "os:v1")])), &[have], false).unwrap();
+        assert_eq!(p, Plan::default());
+        assert_eq!(p.summary(), "no changes");
+    }
+
+    #[test]
+    fn create_update_flag_unflag_and_delete() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let cfg = config(&ch);
+        let old = existing_version(&ch, desired(&ch, &cfg, &item("changed", "os:v0")));
+        let mut returning = existing_version(&ch, desired(&ch, &cfg, &item("back", "os:v1")));
+        returning
+            .annotations_mut()
+            .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
+        let gone = existing_version(&ch, desired(&ch, &cfg, &item("gone", "os:v1")));
+        let listed = [item("new", "os:v1"), item("changed", "os:v1"), item("back", "os:v1")];
+        let existing = [old, returning, gone];
+
+        let p = plan(&ch, Some((&cfg, &listed)), &existing, false).unwrap();
+        assert_eq!((p.created, p.updated, p.flagged, p.deleted), (1, 1, 1, 0));
+        let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
+        assert_eq!(
+            kinds,
+            ["apply version new", "apply version changed", "unflag version back", "flag version gone"]
+        );
+        assert_eq!(p.summary(), "1 created, 1 updated, 1 flagged as no longer in sync");
+
+        let p = plan(&ch, Some((&cfg, &listed)), &existing, true).unwrap();
+        assert_eq!(p.actions.last().unwrap().describe(), "delete version gone");
+    }
+
+    #[test]
+    fn already_flagged_versions_are_not_written_again() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let mut gone = existing_version(&ch, desired(&ch, &config(&ch), &item("gone", "os:v1")));
+        gone.annotations_mut()
+            .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
+        let p = plan(&ch, None, &[gone], false).unwrap();
+        assert_eq!(p, Plan::default());
+    }
+
+    #[test]
+    fn versions_of_others_are_conflicts_and_never_touched() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let mut other = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        other.metadata.name = Some("other".into());
+        other.metadata.uid = Some("other-uid".into());
+        let theirs = existing_version(&other, desired(&other, &config(&other), &item("foo", "x")));
+        let mut orphan = theirs.clone();
+        orphan.metadata.name = Some("bar".into());
+        orphan.metadata.owner_references = None;
+        let listed = [item("foo", "os:v1"), item("bar", "os:v1"), item("new", "os:v1")];
+        let err = plan(&ch, Some((&config(&ch), &listed)), &[theirs.clone(), orphan], false).unwrap_err();
+        assert!(err.contains("\"foo\" already exists and is controlled by ManagedOSVersionChannel \"other\""), "{err}");
+        assert!(err.contains("\"bar\" already exists and is not controlled by any channel"), "{err}");
+        // Not listed, not ours: left alone.
+        let p = plan(&ch, Some((&config(&ch), &[])), &[theirs], true).unwrap();
+        assert_eq!(p, Plan::default());
+    }
+}
