@@ -13,7 +13,13 @@ use crate::api::ManagedOSVersionSpec;
 const KEPT_METADATA: [&str; 3] = ["name", "labels", "annotations"];
 /// Item keys accepted without a warning: they are natural in a copied Kubernetes object.
 const QUIET_ITEM_KEYS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
-const SPEC_KEYS: [&str; 5] = ["version", "type", "minVersion", "metadata", "upgradeContainer"];
+const SPEC_KEYS: [&str; 5] = [
+    "version",
+    "type",
+    "minVersion",
+    "metadata",
+    "upgradeContainer",
+];
 /// The API server refuses objects much above 1 MiB (etcd's limit is 1.5 MiB).
 pub const MAX_ITEM_BYTES: usize = 1024 * 1024;
 
@@ -235,7 +241,10 @@ impl Checker<'_> {
         let Value::Object(mut obj) = item else {
             self.error(
                 at(&[]),
-                format!("each version must be a JSON object, found {}", kind_of(&item)),
+                format!(
+                    "each version must be a JSON object, found {}",
+                    kind_of(&item)
+                ),
             );
             return None;
         };
@@ -262,7 +271,9 @@ impl Checker<'_> {
                     }
                 }
                 match meta.get("name") {
-                    None => self.error(at(&["metadata", "name"]), "required name is missing".into()),
+                    None => {
+                        self.error(at(&["metadata", "name"]), "required name is missing".into())
+                    }
                     Some(Value::String(n)) => match dns1123_subdomain_problem(n) {
                         Some(why) => self.error(
                             at(&["metadata", "name"]),
@@ -380,7 +391,11 @@ impl Checker<'_> {
         }
     }
 
-    fn spec(&mut self, path: &[Segment], mut spec: Map<String, Value>) -> Option<ManagedOSVersionSpec> {
+    fn spec(
+        &mut self,
+        path: &[Segment],
+        mut spec: Map<String, Value>,
+    ) -> Option<ManagedOSVersionSpec> {
         let at = |k: &str| {
             let mut p = path.to_vec();
             p.push(key(k));
@@ -392,16 +407,18 @@ impl Checker<'_> {
             }
         }
         let before = self.errors();
-        let optional_string = |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec
-            .remove(k)
-        {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s),
-            Some(other) => {
-                this.error(at(k), format!("must be a string, found {}", kind_of(&other)));
-                None
-            }
-        };
+        let optional_string =
+            |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(other) => {
+                    this.error(
+                        at(k),
+                        format!("must be a string, found {}", kind_of(&other)),
+                    );
+                    None
+                }
+            };
         let version = optional_string(self, "version", &mut spec);
         let min_version = optional_string(self, "minVersion", &mut spec);
         let type_ = match spec.remove("type") {
@@ -423,7 +440,10 @@ impl Checker<'_> {
             None | Some(Value::Null) => None,
             Some(Value::Object(m)) => Some(m),
             Some(other) => {
-                this.error(at(k), format!("must be an object, found {}", kind_of(&other)));
+                this.error(
+                    at(k),
+                    format!("must be an object, found {}", kind_of(&other)),
+                );
                 None
             }
         };
@@ -442,10 +462,7 @@ impl Checker<'_> {
                 Some(Value::String(_)) => {
                     self.error(p, format!("must not be empty for a {type_} version"))
                 }
-                Some(other) => self.error(
-                    p,
-                    format!("must be a string, found {}", kind_of(other)),
-                ),
+                Some(other) => self.error(p, format!("must be a string, found {}", kind_of(other))),
                 None if metadata.is_none() => self.error(
                     at("metadata"),
                     format!("required: a {type_} version needs metadata.{field}"),
@@ -483,8 +500,10 @@ fn approx_size(v: &ChannelVersion) -> usize {
             _ => 8,
         }
     }
-    let maps = |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
-    let objects = |m: &Option<Map<String, Value>>| m.as_ref().map_or(0, |m| value(&Value::Object(m.clone())));
+    let maps =
+        |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
+    let objects =
+        |m: &Option<Map<String, Value>>| m.as_ref().map_or(0, |m| value(&Value::Object(m.clone())));
     v.name.len()
         + maps(&v.labels)
         + maps(&v.annotations)
@@ -500,7 +519,10 @@ pub fn dns1123_subdomain_problem(name: &str) -> Option<String> {
         return Some("must not be empty".into());
     }
     if name.len() > 253 {
-        return Some(format!("must be at most 253 characters, has {}", name.len()));
+        return Some(format!(
+            "must be at most 253 characters, has {}",
+            name.len()
+        ));
     }
     for part in name.split('.') {
         if part.is_empty() {
@@ -578,7 +600,10 @@ mod locate {
             .rposition(|b| *b == b'\n')
             .map_or(0, |p| p + 1);
         // Columns count characters, not bytes.
-        let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+        let column = String::from_utf8_lossy(&before[line_start..])
+            .chars()
+            .count()
+            + 1;
         (line, column)
     }
 
@@ -716,7 +741,11 @@ mod tests {
     fn syntax_errors_carry_their_position() {
         let e = parse(b"[\n  {\"metadata\": }\n]").unwrap_err();
         assert_eq!((e.first.line, e.first.column), (2, 16));
-        assert!(e.first.message.starts_with("not valid JSON"), "{}", e.first.message);
+        assert!(
+            e.first.message.starts_with("not valid JSON"),
+            "{}",
+            e.first.message
+        );
         let e = parse(b"[{\"metadata\":").unwrap_err();
         assert!(e.first.message.contains("truncated"), "{}", e.first.message);
         assert!(!e.to_string().contains(" at line "), "{e}");
@@ -783,7 +812,10 @@ mod tests {
         let data = r#"[{"metadata":{"name":"a","labels":{"ok":"","-bad":"v","k":"white space","n":1}},"spec":{"type":"iso","metadata":{"uri":"u"}}}]"#;
         let errs = errors(data);
         assert_eq!(errs.len(), 3, "{errs:?}");
-        assert!(errs[0].starts_with("[0].metadata.labels[\"-bad\"]"), "{errs:?}");
+        assert!(
+            errs[0].starts_with("[0].metadata.labels[\"-bad\"]"),
+            "{errs:?}"
+        );
     }
 
     #[test]

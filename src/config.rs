@@ -267,9 +267,15 @@ mod tests {
     fn invalid_configurations_name_the_field() {
         let cases = [
             (json!({}), "spec.type: required"),
-            (json!({"type": "rpm"}), "spec.type: \"rpm\" is not a channel type"),
+            (
+                json!({"type": "rpm"}),
+                "spec.type: \"rpm\" is not a channel type",
+            ),
             (json!({"type": "custom"}), "spec.options.image: required"),
-            (json!({"type": "custom", "options": {"image": " "}}), "spec.options.image: required"),
+            (
+                json!({"type": "custom", "options": {"image": " "}}),
+                "spec.options.image: required",
+            ),
             (
                 json!({"type": "custom", "syncInterval": "soon", "options": {"image": "i"}}),
                 "spec.syncInterval: \"soon\" is not a duration",
@@ -286,12 +292,30 @@ mod tests {
                 json!({"type": "custom", "options": {"image": "i", "outputFile": "/data"}}),
                 "spec.options.outputFile",
             ),
-            (json!({"type": "custom", "options": {"image": "i", "mountPath": "rel"}}), "spec.options.mountPath"),
-            (json!({"type": "custom", "options": {"image": "i", "command": "sh"}}), "spec.options.command: must be a list of strings"),
-            (json!({"type": "custom", "options": {"image": "i", "imag": "x"}}), "spec.options.imag: not an option"),
-            (json!({"type": "custom", "options": {"image": "i", "timeout": "0s"}}), "spec.options.timeout"),
-            (json!({"type": "json", "options": {}}), "spec.options.uri: required"),
-            (json!({"type": "json", "options": {"uri": "ftp://x"}}), "must be an http:// or https:// URL"),
+            (
+                json!({"type": "custom", "options": {"image": "i", "mountPath": "rel"}}),
+                "spec.options.mountPath",
+            ),
+            (
+                json!({"type": "custom", "options": {"image": "i", "command": "sh"}}),
+                "spec.options.command: must be a list of strings",
+            ),
+            (
+                json!({"type": "custom", "options": {"image": "i", "imag": "x"}}),
+                "spec.options.imag: not an option",
+            ),
+            (
+                json!({"type": "custom", "options": {"image": "i", "timeout": "0s"}}),
+                "spec.options.timeout",
+            ),
+            (
+                json!({"type": "json", "options": {}}),
+                "spec.options.uri: required",
+            ),
+            (
+                json!({"type": "json", "options": {"uri": "ftp://x"}}),
+                "must be an http:// or https:// URL",
+            ),
         ];
         for (s, want) in cases {
             let err = resolve(&spec(s.clone())).unwrap_err();

@@ -30,7 +30,7 @@ pub enum DisplayError {
 
 /// Writes `data` framed, as the operator expects to find it in the log.
 pub fn write_framed(out: &mut impl Write, data: &[u8]) -> std::io::Result<()> {
-    write!(out, "{BEGIN}{}\n", data.len())?;
+    writeln!(out, "{BEGIN}{}", data.len())?;
     out.write_all(data)?;
     out.write_all(END)?;
     out.flush()

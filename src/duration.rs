@@ -19,9 +19,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(rest.len());
         let (num, after) = rest.split_at(num_len);
-        let number: f64 = num
-            .parse()
-            .map_err(|_| format!("{text:?} is not a duration; use a value like 90s, 10m or 1h30m"))?;
+        let number: f64 = num.parse().map_err(|_| {
+            format!("{text:?} is not a duration; use a value like 90s, 10m or 1h30m")
+        })?;
         let unit_len = after
             .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(after.len());
@@ -33,7 +33,11 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            "" => return Err(format!("{text:?} is missing a unit (ns, us, ms, s, m or h)")),
+            "" => {
+                return Err(format!(
+                    "{text:?} is missing a unit (ns, us, ms, s, m or h)"
+                ));
+            }
             other => {
                 return Err(format!(
                     "{text:?} has an unknown unit {other:?}; use ns, us, ms, s, m or h"

@@ -8,6 +8,10 @@
 pub mod api;
 pub mod channel;
 pub mod config;
+pub mod controller;
 pub mod display;
 pub mod duration;
+pub mod metrics;
+pub mod operator;
 pub mod syncer;
+pub mod validate;

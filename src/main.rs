@@ -1,1 +1,87 @@
-fn main() {}
+//! `rancheros-operator`: one binary, three subcommands (`operator`, `display`, `validate`).
+//! Exit codes: 0 success, 1 the work failed, 2 a usage error (from clap).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use color_eyre::eyre::{self, WrapErr};
+use rancheros_operator::{display, operator, validate};
+
+#[derive(Parser)]
+#[command(
+    name = "rancheros-operator",
+    version,
+    about = "Keeps ManagedOSVersions in step with ManagedOSVersionChannels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Reconcile ManagedOSVersionChannels into ManagedOSVersions.
+    Operator(operator::OperatorArgs),
+    /// Print a channel data file, then stay up until SIGTERM/SIGINT (runs in syncer pods).
+    Display {
+        /// The file the runner container wrote.
+        #[arg(long, env = "FILE")]
+        file: PathBuf,
+    },
+    /// Check channel data files (or `-` for stdin) with the operator's rules.
+    Validate {
+        /// Files to check; `-` reads standard input.
+        #[arg(value_name = "FILE|-", required = true)]
+        files: Vec<String>,
+        #[arg(long, value_enum, default_value = "text")]
+        format: validate::Format,
+    },
+}
+
+fn main() -> ExitCode {
+    // Panics (bugs) get color-eyre's report; user errors get one line below.
+    let _ = color_eyre::install();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+            eprintln!("error: {}", chain.join(": "));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn runtime() -> eyre::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")
+}
+
+fn run(cli: Cli) -> eyre::Result<ExitCode> {
+    match cli.command {
+        Command::Operator(args) => {
+            operator::init_logging(args.log_format);
+            runtime()?.block_on(operator::run(args))?;
+        }
+        Command::Display { file } => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .wrap_err("cannot start the async runtime")?;
+            rt.block_on(display::run(&file))?;
+        }
+        Command::Validate { files, format } => {
+            let reports: Vec<_> = files.iter().map(|f| validate::check_input(f)).collect();
+            let mut out = std::io::stdout().lock();
+            let valid =
+                validate::write(&mut out, &reports, format).wrap_err("cannot write the report")?;
+            if !valid {
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -72,6 +72,8 @@ pub struct Observation<'a> {
     pub fetched: Option<&'a Fetched>,
     /// Every `ManagedOSVersion` in the channel's namespace.
     pub versions: Option<&'a [ManagedOSVersion]>,
+    /// Why creating the syncer pod this decision asked for failed, when it did.
+    pub pod_create_error: Option<&'a str>,
     pub now: Timestamp,
 }
 
@@ -93,12 +95,21 @@ impl Needs {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     CreatePod(Box<Pod>),
-    DeletePod { name: String, uid: String },
+    DeletePod {
+        name: String,
+        uid: String,
+    },
     /// Server-side apply of the whole version.
     ApplyVersion(Box<ManagedOSVersion>),
     /// Set or remove the no-longer-in-sync annotation.
-    MarkVersion { name: String, no_longer_in_sync: bool },
-    DeleteVersion { name: String, uid: String },
+    MarkVersion {
+        name: String,
+        no_longer_in_sync: bool,
+    },
+    DeleteVersion {
+        name: String,
+        uid: String,
+    },
 }
 
 impl Action {
@@ -190,7 +201,10 @@ impl Decider<'_> {
             // Owner references take the pod and the versions with the channel.
             return Decision::default();
         }
-        let our_pod = self.obs.pod.filter(|p| versions::controlled_by(&p.metadata, self.ch));
+        let our_pod = self
+            .obs
+            .pod
+            .filter(|p| versions::controlled_by(&p.metadata, self.ch));
         if !config::enabled(&self.ch.spec) {
             return self.disabled(our_pod);
         }
@@ -262,7 +276,10 @@ impl Decider<'_> {
     }
 
     fn requested_at(&self) -> Option<String> {
-        self.ch.annotations().get(SYNC_REQUESTED_AT_ANNOTATION).cloned()
+        self.ch
+            .annotations()
+            .get(SYNC_REQUESTED_AT_ANNOTATION)
+            .cloned()
     }
 
     fn delete_pod(pod: &Pod) -> Action {
@@ -286,7 +303,11 @@ impl Decider<'_> {
                 ..Default::default()
             });
         };
-        let delete = self.ch.spec.delete_no_longer_in_sync_versions.unwrap_or(false);
+        let delete = self
+            .ch
+            .spec
+            .delete_no_longer_in_sync_versions
+            .unwrap_or(false);
         // Nothing is listed, so there is nothing to conflict with.
         let plan = versions::plan(self.ch, None, existing, delete).unwrap_or_default();
         let summary = plan.summary();
@@ -337,7 +358,8 @@ impl Decider<'_> {
         };
         if ready.observed_generation != Some(self.generation)
             || ready.reason == reason::SYNCHRONIZING
-            || (self.requested_at().is_some() && self.requested_at() != self.status.sync_requested_at)
+            || (self.requested_at().is_some()
+                && self.requested_at() != self.status.sync_requested_at)
         {
             return Duration::ZERO;
         }
@@ -371,6 +393,10 @@ impl Decider<'_> {
         }
         match &config.source {
             Source::Custom(options) => {
+                if let Some(error) = self.obs.pod_create_error {
+                    let error = error.to_string();
+                    return self.failure(reason::FAILED_TO_CREATE_POD, error, config, None);
+                }
                 let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
                 let pod = pod::build(self.ch, options, &self.settings.operator_image, timeout);
                 let mut status = self.status.clone();

@@ -91,7 +91,11 @@ pub fn build(
 }
 
 /// Why an existing pod of ours can no longer serve the channel's sync, if it can't.
-pub fn stale_reason(pod: &Pod, channel: &ManagedOSVersionChannel, operator_image: &str) -> Option<String> {
+pub fn stale_reason(
+    pod: &Pod,
+    channel: &ManagedOSVersionChannel,
+    operator_image: &str,
+) -> Option<String> {
     let image = pod
         .spec
         .as_ref()
@@ -121,10 +125,18 @@ pub enum Progress {
     Working,
     /// The runner finished and `display` is up: its log holds the data.
     OutputReady,
-    RunnerFailed { exit_code: i32, reason: String },
-    DisplayFailed { exit_code: i32, reason: String },
+    RunnerFailed {
+        exit_code: i32,
+        reason: String,
+    },
+    DisplayFailed {
+        exit_code: i32,
+        reason: String,
+    },
     /// The pod failed without a container to blame (evicted, deadline exceeded, ...).
-    PodFailed { reason: String },
+    PodFailed {
+        reason: String,
+    },
 }
 
 pub fn progress(pod: &Pod) -> Progress {
@@ -217,12 +229,12 @@ pub fn waiting_summary(pod: &Pod) -> String {
     match scheduled {
         Some(c) if c.status == "False" => format!(
             "not scheduled: {}",
-            c.message.as_deref().or(c.reason.as_deref()).unwrap_or("unknown reason")
+            c.message
+                .as_deref()
+                .or(c.reason.as_deref())
+                .unwrap_or("unknown reason")
         ),
-        _ => format!(
-            "pod phase {}",
-            status.phase.as_deref().unwrap_or("Pending")
-        ),
+        _ => format!("pod phase {}", status.phase.as_deref().unwrap_or("Pending")),
     }
 }
 
@@ -237,7 +249,10 @@ mod tests {
 
     #[test]
     fn progress_from_status() {
-        assert_eq!(progress(&pod_with_status(json!({"phase": "Pending"}))), Progress::Working);
+        assert_eq!(
+            progress(&pod_with_status(json!({"phase": "Pending"}))),
+            Progress::Working
+        );
         let failed = pod_with_status(json!({
             "phase": "Failed",
             "initContainerStatuses": [{"name": "runner", "ready": false, "restartCount": 0, "image": "", "imageID": "",
@@ -247,7 +262,10 @@ mod tests {
         }));
         assert_eq!(
             progress(&failed),
-            Progress::RunnerFailed { exit_code: 3, reason: "Error".into() }
+            Progress::RunnerFailed {
+                exit_code: 3,
+                reason: "Error".into()
+            }
         );
         let ready = pod_with_status(json!({
             "phase": "Running",
@@ -257,10 +275,14 @@ mod tests {
                 "state": {"running": {}}}]
         }));
         assert_eq!(progress(&ready), Progress::OutputReady);
-        let evicted = pod_with_status(json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "too slow"}));
+        let evicted = pod_with_status(
+            json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "too slow"}),
+        );
         assert_eq!(
             progress(&evicted),
-            Progress::PodFailed { reason: "DeadlineExceeded: too slow".into() }
+            Progress::PodFailed {
+                reason: "DeadlineExceeded: too slow".into()
+            }
         );
     }
 

@@ -54,6 +54,7 @@ fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
         runner_log: None,
         fetched: None,
         versions: None,
+        pod_create_error: None,
         now,
     }
 }
@@ -159,7 +160,10 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
         })
     );
     let r = ready(&d);
-    assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "Synchronizing"));
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("False", "Synchronizing")
+    );
     assert_eq!(r.observed_generation, Some(1));
     assert_eq!(d.requeue, Some(Duration::from_secs(300)));
 }
@@ -221,7 +225,10 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
     assert_eq!(foo.labels()[CHANNEL_LABEL], "chan");
     assert_eq!(foo.spec.upgrade_container, Some(Default::default()));
     let r = ready(&d);
-    assert_eq!((r.status.as_str(), r.reason.as_str()), ("True", "Synchronized"));
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Synchronized")
+    );
     assert_eq!(r.message, "synchronized 2 versions (2 created)");
     let s = d.status.as_ref().unwrap();
     assert_eq!(s.synced_versions, Some(2));
@@ -343,7 +350,10 @@ fn a_failing_runner_fails_the_sync_with_exit_code_and_output_tail() {
         r.message,
         "the runner container exited with code 3; the end of its output: starting | something broke (attempt 1; retrying in 10s)"
     );
-    assert_eq!(d.status.as_ref().unwrap().failed_synchronization_attempts, 1);
+    assert_eq!(
+        d.status.as_ref().unwrap().failed_synchronization_attempts,
+        1
+    );
     assert_eq!(d.requeue, Some(Duration::from_secs(10)));
     assert!(d.events[0].warning);
 }
@@ -379,8 +389,9 @@ fn invalid_data_fails_the_sync_and_touches_no_version() {
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");
     assert!(
-        r.message
-            .starts_with("invalid channel data: line 1, column 30: not valid JSON, the data ends too early"),
+        r.message.starts_with(
+            "invalid channel data: line 1, column 30: not valid JSON, the data ends too early"
+        ),
         "{}",
         r.message
     );
@@ -408,7 +419,10 @@ fn failures_back_off_exponentially_then_wait_for_the_interval() {
         let wait = d.requeue.unwrap();
         waits.push(wait.as_secs());
         // Nothing starts before the wait is over.
-        let early = decide(&obs(&ch, t(now + 1 + wait.as_secs() as i64 - 1)), &settings());
+        let early = decide(
+            &obs(&ch, t(now + 1 + wait.as_secs() as i64 - 1)),
+            &settings(),
+        );
         assert_eq!(early.actions, vec![]);
         now += 1 + wait.as_secs() as i64;
     }
@@ -417,9 +431,14 @@ fn failures_back_off_exponentially_then_wait_for_the_interval() {
         ch.status.as_ref().unwrap().failed_synchronization_attempts,
         5
     );
-    assert!(ready(&Decision { status: ch.status.clone(), ..Default::default() })
+    assert!(
+        ready(&Decision {
+            status: ch.status.clone(),
+            ..Default::default()
+        })
         .message
-        .ends_with("(5 failures in a row; next try in 1h (the sync interval))"));
+        .ends_with("(5 failures in a row; next try in 1h (the sync interval))")
+    );
 }
 
 #[test]
@@ -438,7 +457,10 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
         },
         &settings(),
     );
-    assert_eq!((d.actions.len(), d.requeue), (0, Some(Duration::from_secs(1))));
+    assert_eq!(
+        (d.actions.len(), d.requeue),
+        (0, Some(Duration::from_secs(1)))
+    );
     let d = decide(
         &Observation {
             pod: Some(&pod),
@@ -475,9 +497,9 @@ fn output_above_the_cap_is_refused() {
         &small,
     );
     assert!(
-        ready(&d)
-            .message
-            .starts_with("the channel data is 311 bytes, more than the operator's limit of 100 bytes"),
+        ready(&d).message.starts_with(
+            "the channel data is 311 bytes, more than the operator's limit of 100 bytes"
+        ),
         "{}",
         ready(&d).message
     );
@@ -544,7 +566,11 @@ fn a_foreign_pod_of_the_same_name_is_never_touched() {
     assert_eq!(d.actions, vec![]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToCreatePod");
-    assert!(r.message.contains("is not controlled by this channel"), "{}", r.message);
+    assert!(
+        r.message.contains("is not controlled by this channel"),
+        "{}",
+        r.message
+    );
     assert_eq!(d.requeue, Some(Duration::from_secs(10)));
 }
 
@@ -579,7 +605,10 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     );
     assert_eq!(descriptions(&d), ["delete pod chan", "flag version foo"]);
     let r = ready(&d);
-    assert_eq!((r.status.as_str(), r.reason.as_str()), ("True", "ChannelDisabled"));
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "ChannelDisabled")
+    );
     assert_eq!(d.requeue, None);
     // Once recorded, nothing more to do or read.
     let ch = with_status(&ch, &d);
@@ -593,7 +622,10 @@ fn invalid_configuration_is_reported_once_and_starts_no_pod() {
     let d = decide(&obs(&ch, t(0)), &settings());
     assert_eq!(d.actions, vec![]);
     let r = ready(&d);
-    assert_eq!((r.status.as_str(), r.reason.as_str()), ("False", "InvalidConfiguration"));
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("False", "InvalidConfiguration")
+    );
     assert!(r.message.starts_with("spec.syncInterval"), "{}", r.message);
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.requeue, None);
@@ -680,6 +712,27 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
         &settings(),
     );
     assert!(ready(&d).message.starts_with("HTTP 404"));
+}
+
+#[test]
+fn a_pod_that_cannot_be_created_is_reported() {
+    let ch = sample_channel();
+    let d = decide(
+        &Observation {
+            pod_create_error: Some("creating syncer pod chan: forbidden"),
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(d.actions, vec![]);
+    let r = ready(&d);
+    assert_eq!(r.reason, "FailedToCreatePod");
+    assert!(
+        r.message
+            .starts_with("creating syncer pod chan: forbidden (attempt 1"),
+        "{}",
+        r.message
+    );
 }
 
 #[test]

@@ -9,8 +9,7 @@ use serde_json::Value;
 
 use super::Action;
 use crate::api::{
-    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel,
-    NO_LONGER_IN_SYNC_ANNOTATION,
+    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
 };
 use crate::channel::ChannelVersion;
 use crate::config::ChannelConfig;
@@ -131,7 +130,10 @@ pub fn plan(
     let mut plan = Plan::default();
     let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
     let mut conflicts = Vec::new();
-    for (config, item) in listing.iter().flat_map(|(c, items)| items.iter().map(move |i| (*c, i))) {
+    for (config, item) in listing
+        .iter()
+        .flat_map(|(c, items)| items.iter().map(move |i| (*c, i)))
+    {
         let want = desired(channel, config, item);
         match by_name.get(&item.name) {
             None => {
@@ -221,7 +223,9 @@ mod tests {
             name: name.into(),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
-            spec: spec_of(json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}})),
+            spec: spec_of(
+                json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}}),
+            ),
         }
     }
 
@@ -237,15 +241,26 @@ mod tests {
 
     #[test]
     fn desired_version_carries_owner_label_registry_and_upgrade_container() {
-        let mut ch = channel(json!({"type": "custom", "registry": "reg.io/", "options": {"image": "i"},
-                                    "upgradeContainer": {"image": "upgrader"}}));
+        let mut ch = channel(
+            json!({"type": "custom", "registry": "reg.io/", "options": {"image": "i"},
+                                    "upgradeContainer": {"image": "upgrader"}}),
+        );
         ch.metadata.name = Some("chan".into());
         let v = desired(&ch, &config(&ch), &item("foo", "os:v1"));
         assert_eq!(v.labels()[CHANNEL_LABEL], "chan");
-        assert_eq!(v.spec.metadata.as_ref().unwrap()["upgradeImage"], "reg.io/os:v1");
-        assert_eq!(v.spec.upgrade_container.as_ref().unwrap()["image"], "upgrader");
+        assert_eq!(
+            v.spec.metadata.as_ref().unwrap()["upgradeImage"],
+            "reg.io/os:v1"
+        );
+        assert_eq!(
+            v.spec.upgrade_container.as_ref().unwrap()["image"],
+            "upgrader"
+        );
         let owner = &v.owner_references()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller), ("ManagedOSVersionChannel", Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("ManagedOSVersionChannel", Some(true))
+        );
         assert_eq!(v.metadata.namespace.as_deref(), Some("ns"));
     }
 
@@ -254,7 +269,13 @@ mod tests {
         let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
         let want = desired(&ch, &config(&ch), &item("foo", "os:v1"));
         let have = existing_version(&ch, want.clone());
-        let p = plan(&ch, Some((&config(&ch), &[item("foo", "os:v1")])), &[have], false).unwrap();
+        let p = plan(
+            &ch,
+            Some((&config(&ch), &[item("foo", "os:v1")])),
+            &[have],
+            false,
+        )
+        .unwrap();
         assert_eq!(p, Plan::default());
         assert_eq!(p.summary(), "no changes");
     }
@@ -269,7 +290,11 @@ mod tests {
             .annotations_mut()
             .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
         let gone = existing_version(&ch, desired(&ch, &cfg, &item("gone", "os:v1")));
-        let listed = [item("new", "os:v1"), item("changed", "os:v1"), item("back", "os:v1")];
+        let listed = [
+            item("new", "os:v1"),
+            item("changed", "os:v1"),
+            item("back", "os:v1"),
+        ];
         let existing = [old, returning, gone];
 
         let p = plan(&ch, Some((&cfg, &listed)), &existing, false).unwrap();
@@ -277,9 +302,17 @@ mod tests {
         let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
         assert_eq!(
             kinds,
-            ["apply version new", "apply version changed", "unflag version back", "flag version gone"]
+            [
+                "apply version new",
+                "apply version changed",
+                "unflag version back",
+                "flag version gone"
+            ]
         );
-        assert_eq!(p.summary(), "1 created, 1 updated, 1 flagged as no longer in sync");
+        assert_eq!(
+            p.summary(),
+            "1 created, 1 updated, 1 flagged as no longer in sync"
+        );
 
         let p = plan(&ch, Some((&cfg, &listed)), &existing, true).unwrap();
         assert_eq!(p.actions.last().unwrap().describe(), "delete version gone");
@@ -305,10 +338,28 @@ mod tests {
         let mut orphan = theirs.clone();
         orphan.metadata.name = Some("bar".into());
         orphan.metadata.owner_references = None;
-        let listed = [item("foo", "os:v1"), item("bar", "os:v1"), item("new", "os:v1")];
-        let err = plan(&ch, Some((&config(&ch), &listed)), &[theirs.clone(), orphan], false).unwrap_err();
-        assert!(err.contains("\"foo\" already exists and is controlled by ManagedOSVersionChannel \"other\""), "{err}");
-        assert!(err.contains("\"bar\" already exists and is not controlled by any channel"), "{err}");
+        let listed = [
+            item("foo", "os:v1"),
+            item("bar", "os:v1"),
+            item("new", "os:v1"),
+        ];
+        let err = plan(
+            &ch,
+            Some((&config(&ch), &listed)),
+            &[theirs.clone(), orphan],
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains(
+                "\"foo\" already exists and is controlled by ManagedOSVersionChannel \"other\""
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("\"bar\" already exists and is not controlled by any channel"),
+            "{err}"
+        );
         // Not listed, not ours: left alone.
         let p = plan(&ch, Some((&config(&ch), &[])), &[theirs], true).unwrap();
         assert_eq!(p, Plan::default());

@@ -1,0 +1,315 @@
+//! The `operator` subcommand: connects to the cluster, takes the leader lease, serves
+//! metrics and health, and runs the controllers until SIGTERM or SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use kube::api::ListParams;
+use kube::{Api, Client};
+use kube_lease_manager::LeaseManagerBuilder;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::api::ManagedOSVersionChannel;
+use crate::controller::{self, Context};
+use crate::duration;
+use crate::metrics::{self, Metrics};
+use crate::syncer::Settings;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OperatorArgs {
+    /// The operator's own image, run as the `display` container of every syncer pod.
+    #[arg(long, env = "OPERATOR_IMAGE")]
+    pub operator_image: String,
+    /// Watch only this namespace (repeatable; default: all namespaces).
+    #[arg(long = "namespace", env = "SYNC_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// How long one syncer pod may take, unless the channel sets options.timeout.
+    #[arg(long, env = "SYNC_TIMEOUT", default_value = "5m", value_parser = duration::parse)]
+    pub sync_timeout: Duration,
+    /// The most channel data accepted from one sync (bytes; K, Ki, M, Mi, G, Gi suffixes).
+    #[arg(long, env = "MAX_OUTPUT_BYTES", default_value = "16Mi", value_parser = parse_bytes)]
+    pub max_output_bytes: u64,
+    /// First retry delay after a failed sync; it doubles on each failure.
+    #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
+    pub retry_delay: Duration,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_address: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Act only while holding the leader Lease, so that several replicas can run.
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the leader Lease (default: the operator's own namespace).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE",
+        default_value = "rancheros-operator"
+    )]
+    pub leader_election_lease: String,
+    /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
+    /// service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    #[error("cannot load the Kubernetes client configuration: {0}")]
+    Config(String),
+    #[error("cannot reach the Kubernetes API server: {0}")]
+    Connect(kube::Error),
+    #[error(
+        "the ManagedOSVersionChannel CRD is not installed in the cluster; apply crds/ (or install the Helm chart) first"
+    )]
+    MissingCrd,
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Lease(String),
+    #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
+    LostLease,
+    #[error("cannot listen for signals: {0}")]
+    Signal(std::io::Error),
+}
+
+/// Parses a byte size: `16777216`, `16Mi`, `500K`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size; use bytes or a value like 16Mi"))?;
+    let factor: u64 = match unit {
+        "" => 1,
+        "K" => 1000,
+        "Ki" => 1 << 10,
+        "M" => 1_000_000,
+        "Mi" => 1 << 20,
+        "G" => 1_000_000_000,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?}; use K, Ki, M, Mi, G or Gi"
+            ));
+        }
+    };
+    n.checked_mul(factor)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+pub fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+async fn client(args: &OperatorArgs) -> Result<Client, OperatorError> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| OperatorError::Config(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| OperatorError::Config(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| OperatorError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| OperatorError::Config(e.to_string()))
+}
+
+/// Runs the operator until a stop signal.
+pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
+    // One TLS provider for the kube client and the json-channel HTTP client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = client(&args).await?;
+    let channels: Api<ManagedOSVersionChannel> = Api::all(client.clone());
+    match channels.list(&ListParams::default().limit(1)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Err(OperatorError::MissingCrd),
+        Err(e) => return Err(OperatorError::Connect(e)),
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let signals = tokio::spawn(async move {
+        let result = wait_for_signal().await;
+        let _ = stop_tx.send(true);
+        result
+    });
+    let metrics = Arc::new(Metrics::default());
+    let server = {
+        let mut stop = stop_rx.clone();
+        let addr = args.metrics_address;
+        let listener = metrics::serve(addr, metrics.clone(), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+        tokio::spawn(async move {
+            listener
+                .await
+                .map_err(|source| OperatorError::Metrics { addr, source })
+        })
+    };
+
+    let settings = Settings {
+        operator_image: args.operator_image.clone(),
+        sync_timeout: args.sync_timeout,
+        max_output_bytes: args.max_output_bytes,
+        retry_delay: args.retry_delay,
+    };
+    let ctx = Arc::new(Context::new(client.clone(), settings, metrics.clone()));
+    metrics.ready.store(true, Ordering::Relaxed);
+    info!(
+        image = %args.operator_image,
+        namespaces = ?args.namespaces,
+        "rancheros-operator {} starting",
+        env!("CARGO_PKG_VERSION")
+    );
+
+    let result = if args.leader_election {
+        run_as_leader(&args, client, ctx, stop_rx.clone()).await
+    } else {
+        controller::run(ctx, &args.namespaces, stop_rx.clone()).await;
+        Ok(())
+    };
+    info!("stopped");
+    if server.is_finished() {
+        server.await.expect("the metrics task does not panic")?;
+    } else {
+        server.abort();
+    }
+    if signals.is_finished() {
+        signals
+            .await
+            .expect("the signal task does not panic")
+            .map_err(OperatorError::Signal)?;
+    }
+    result
+}
+
+async fn run_as_leader(
+    args: &OperatorArgs,
+    client: Client,
+    ctx: Arc<Context>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), OperatorError> {
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+        format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "operator".into()),
+            std::process::id()
+        )
+    });
+    let manager = LeaseManagerBuilder::new(client, &args.leader_election_lease)
+        .with_namespace(&namespace)
+        .with_identity(&identity)
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .map_err(|e| OperatorError::Lease(e.to_string()))?;
+    let (mut leader, lease_task) = manager.watch().await;
+    info!(lease = %args.leader_election_lease, %namespace, %identity, "waiting for the leader lease");
+    let elected = tokio::select! {
+        r = leader.wait_for(|l| *l) => r.is_ok(),
+        _ = stop.wait_for(|s| *s) => false,
+    };
+    if !elected {
+        drop(leader);
+        release(lease_task).await;
+        return Ok(());
+    }
+    info!("became the leader");
+    ctx.metrics.leader.set(1);
+
+    // The controllers stop on a signal or on losing the lease.
+    let (lost_tx, lost_rx) = watch::channel(false);
+    let mut watch_leader = leader.clone();
+    let mut watch_stop = stop.clone();
+    let watcher = tokio::spawn(async move {
+        tokio::select! {
+            _ = watch_leader.wait_for(|l| !*l) => { let _ = lost_tx.send(true); true }
+            _ = watch_stop.wait_for(|s| *s) => { let _ = lost_tx.send(true); false }
+        }
+    });
+    controller::run(ctx.clone(), &args.namespaces, lost_rx).await;
+    let lost = watcher.await.unwrap_or(false);
+    ctx.metrics.leader.set(0);
+    drop(leader);
+    release(lease_task).await;
+    if lost {
+        warn!("lost the leader lease");
+        return Err(OperatorError::LostLease);
+    }
+    Ok(())
+}
+
+async fn release(
+    task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+) {
+    match task.await {
+        Ok(Ok(manager)) => {
+            if let Err(e) = manager.release().await {
+                warn!("could not release the leader lease: {e}");
+            }
+        }
+        Ok(Err(e)) => warn!("leader election ended with an error: {e}"),
+        Err(e) => warn!("leader election task failed: {e}"),
+    }
+}
+
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: stopping"),
+        _ = int.recv() => info!("SIGINT: stopping"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("16Mi"), Ok(16 << 20));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("2K"), Ok(2000));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("1Zi").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+    }
+}
