@@ -41,7 +41,7 @@ pub const READY: &str = "Ready";
 pub struct ManagedOSVersionChannelSpec {
     /// `custom` (a container prints the channel data) or `json` (the operator fetches a URL).
     /// Kept a plain string so that a wrong value is reported in the status, not refused.
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
     pub type_: String,
     /// Time between syncs, as a duration string (`90s`, `10m`, `1h30m`). Default `1h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,7 +114,7 @@ pub struct ManagedOSVersionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// `container` or `iso`.
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
     pub type_: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_version: Option<String>,

@@ -457,9 +457,9 @@ impl Decider<'_> {
             .map(|Time(t)| Duration::try_from(self.obs.now.duration_since(*t)).unwrap_or_default())
             .unwrap_or_default();
         let progress = pod::progress(pod);
-        if age >= timeout && matches!(progress, Progress::Working | Progress::OutputReady) {
+        if age >= timeout && matches!(progress, Progress::Working | Progress::OutputReady { .. }) {
             let detail = match progress {
-                Progress::OutputReady => "the display log never held complete output".into(),
+                Progress::OutputReady { .. } => "the display log never held complete output".into(),
                 _ => pod::waiting_summary(pod),
             };
             return self.failure(
@@ -519,7 +519,7 @@ impl Decider<'_> {
                 config,
                 Some(pod),
             ),
-            Progress::OutputReady => {
+            Progress::OutputReady { stopped } => {
                 let (Some(log), Some(_)) = (self.obs.display_log, self.obs.versions) else {
                     return needs(Needs {
                         display_log: true,
@@ -528,6 +528,12 @@ impl Decider<'_> {
                     });
                 };
                 match display::decode(log, self.settings.max_output_bytes) {
+                    Output::Incomplete if stopped => self.failure(
+                        reason::FAILED_TO_SYNC,
+                        "the display container stopped before its log held all of the channel data".into(),
+                        config,
+                        Some(pod),
+                    ),
                     Output::Incomplete => after(POLL.min(timeout - age)),
                     Output::TooLarge { bytes } => self.failure(
                         reason::FAILED_TO_SYNC,

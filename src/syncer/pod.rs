@@ -123,8 +123,11 @@ pub fn stale_reason(
 pub enum Progress {
     /// Still pulling, starting or running the runner.
     Working,
-    /// The runner finished and `display` is up: its log holds the data.
-    OutputReady,
+    /// The runner finished and `display` is up (or stopped after printing): its log holds
+    /// the data. `stopped`: the log will not grow any more.
+    OutputReady {
+        stopped: bool,
+    },
     RunnerFailed {
         exit_code: i32,
         reason: String,
@@ -165,7 +168,7 @@ pub fn progress(pod: &Pod) -> Progress {
     if let Some(t) = terminated(&display) {
         return if t.exit_code == 0 {
             // Stopped by a signal after printing: the log is still there to read.
-            Progress::OutputReady
+            Progress::OutputReady { stopped: true }
         } else {
             Progress::DisplayFailed {
                 exit_code: t.exit_code,
@@ -178,7 +181,7 @@ pub fn progress(pod: &Pod) -> Progress {
         .and_then(|c| c.state.as_ref())
         .is_some_and(|s| s.running.is_some());
     if display_running {
-        return Progress::OutputReady;
+        return Progress::OutputReady { stopped: false };
     }
     if status.phase.as_deref() == Some("Failed") {
         let reason = [status.reason.as_deref(), status.message.as_deref()]
@@ -274,7 +277,7 @@ mod tests {
             "containerStatuses": [{"name": "display", "ready": true, "restartCount": 0, "image": "", "imageID": "",
                 "state": {"running": {}}}]
         }));
-        assert_eq!(progress(&ready), Progress::OutputReady);
+        assert_eq!(progress(&ready), Progress::OutputReady { stopped: false });
         let evicted = pod_with_status(
             json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "too slow"}),
         );

@@ -323,6 +323,38 @@ fn a_still_incomplete_log_is_read_again_shortly() {
 }
 
 #[test]
+fn a_display_container_that_stopped_with_partial_output_fails_the_sync() {
+    let ch = sample_channel();
+    let pod = pod_in(
+        &ch,
+        t(0),
+        json!({
+            "phase": "Succeeded",
+            "initContainerStatuses": [{"name": "runner", "ready": true, "restartCount": 0, "image": "", "imageID": "",
+                "state": {"terminated": {"exitCode": 0}}}],
+            "containerStatuses": [{"name": "display", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+                "state": {"terminated": {"exitCode": 0}}}]
+        }),
+    );
+    let log = framed(SAMPLE);
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            display_log: Some(&log[..20]),
+            versions: Some(&[]),
+            ..obs(&ch, t(3))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(
+        ready(&d)
+            .message
+            .starts_with("the display container stopped before")
+    );
+}
+
+#[test]
 fn a_failing_runner_fails_the_sync_with_exit_code_and_output_tail() {
     let ch = sample_channel();
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
