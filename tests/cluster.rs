@@ -179,8 +179,18 @@ async fn init_container_output_reaches_main_container_log() {
         phase(p) == "Running"
     })
     .await;
-    assert_eq!(phases.first().map(String::as_str), Some("Pending"), "{phases:?}");
-    let init = &running.status.as_ref().unwrap().init_container_statuses.as_ref().unwrap()[0];
+    assert_eq!(
+        phases.first().map(String::as_str),
+        Some("Pending"),
+        "{phases:?}"
+    );
+    let init = &running
+        .status
+        .as_ref()
+        .unwrap()
+        .init_container_statuses
+        .as_ref()
+        .unwrap()[0];
     let terminated = init
         .state
         .as_ref()

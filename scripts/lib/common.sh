@@ -81,10 +81,16 @@ ensure_pkgs() {
 		chmod +x "$policy"
 		created_policy=1
 	fi
-	local rc=0
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || rc=$?
-	[ "$created_policy" = 1 ] && rm -f "$policy"
-	[ "$rc" = 0 ] || die "apt-get install ${missing[*]} failed"
+	local rc=0 out
+	out="$(mktemp)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 || rc=$?
+	if [ "$created_policy" = 1 ]; then rm -f "$policy"; fi
+	if [ "$rc" != 0 ]; then
+		tail -n 30 "$out" >&2
+		rm -f "$out"
+		die "apt-get install ${missing[*]} failed"
+	fi
+	rm -f "$out"
 }
 
 # Packages the node needs at run time.
