@@ -1,0 +1,392 @@
+//! Shared harness of the operator's integration tests. Every test gets its own namespace
+//! on the local cluster and its own operator process (the built binary, watching only
+//! that namespace), and records every syncer pod created there.
+//!
+//! The tests need `KUBECONFIG` pointing at the local cluster (`scripts/test` sets it up,
+//! with `OPERATOR_IMAGE` and `RANCHEROS_RUNNER_IMAGE` imported into the node). Without a
+//! cluster they fail; they never skip.
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Config, ResourceExt};
+use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel, READY};
+use serde_json::{Value, json};
+
+pub fn operator_image() -> String {
+    std::env::var("OPERATOR_IMAGE").unwrap_or_else(|_| "rancheros-operator:dev".into())
+}
+
+pub fn runner_image() -> String {
+    std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".into())
+}
+
+/// A client for the local cluster, or a panic that says how to get one.
+pub async fn client() -> Client {
+    let path = std::env::var("KUBECONFIG").unwrap_or_default();
+    assert!(
+        !path.is_empty(),
+        "KUBECONFIG is not set: the integration tests need the local cluster. \
+         Run scripts/test, or: scripts/cluster up && eval \"$(scripts/cluster env)\""
+    );
+    let config = Config::infer()
+        .await
+        .unwrap_or_else(|e| panic!("cannot load the kubeconfig {path}: {e}"));
+    let client = Client::try_from(config).expect("a kube client");
+    client.apiserver_version().await.unwrap_or_else(|e| {
+        panic!("cannot reach the cluster with {path}: {e} (scripts/cluster status)")
+    });
+    client
+}
+
+/// Channel data as a runner would print it: `(name, version)` pairs, container type.
+pub fn channel_data(versions: &[(&str, &str)]) -> Value {
+    Value::Array(
+        versions
+            .iter()
+            .map(|(name, v)| {
+                json!({
+                    "metadata": {"name": name},
+                    "spec": {"version": v, "type": "container", "minVersion": "0.0.0",
+                             "metadata": {"upgradeImage": format!("registry.com/repository/image:{v}")}}
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A custom channel spec whose runner runs `script` in bash, with `/output` mounted.
+pub fn custom_spec(script: &str) -> Value {
+    json!({
+        "type": "custom",
+        "options": {
+            "image": runner_image(),
+            "command": ["/bin/bash", "-c", "--"],
+            "args": [script],
+            "mountPath": "/output",
+            "outputFile": "/output/data"
+        }
+    })
+}
+
+/// A runner script that writes `data` to /output/data.
+pub fn write_script(data: &Value) -> String {
+    let text = data.to_string();
+    assert!(
+        !text.contains('\''),
+        "test data must not contain single quotes"
+    );
+    format!("echo '{text}' > /output/data")
+}
+
+pub struct TestNs {
+    pub client: Client,
+    pub ns: String,
+    operator: Option<Child>,
+    operator_runs: usize,
+    pod_uids: Arc<Mutex<BTreeSet<String>>>,
+    watch_task: tokio::task::JoinHandle<()>,
+}
+
+impl TestNs {
+    /// A fresh namespace named after the test, with a watch that records syncer pods.
+    pub async fn new(test: &str) -> Self {
+        let client = client().await;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let ns = format!("{}-{:x}", test.replace('_', "-"), nanos)
+            .chars()
+            .take(63)
+            .collect::<String>()
+            .trim_end_matches('-')
+            .to_string();
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        let pod_uids = Arc::new(Mutex::new(BTreeSet::new()));
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let seen = pod_uids.clone();
+        let watch_task = tokio::spawn(async move {
+            let mut stream = watcher(pods, watcher::Config::default())
+                .applied_objects()
+                .boxed();
+            while let Some(event) = stream.next().await {
+                if let Ok(pod) = event {
+                    seen.lock().unwrap().insert(pod.uid().unwrap_or_default());
+                }
+            }
+        });
+        Self {
+            client,
+            ns,
+            operator: None,
+            operator_runs: 0,
+            pod_uids,
+            watch_task,
+        }
+    }
+
+    pub fn log_path(&self, run: usize) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(format!("{}-{run}.log", self.ns))
+    }
+
+    /// Starts the operator binary for this namespace. Retries start after a minute unless
+    /// `extra` says otherwise, so that a test sees one failure at a time.
+    pub fn start_operator(&mut self, extra: &[&str]) {
+        assert!(self.operator.is_none(), "an operator is already running");
+        self.operator_runs += 1;
+        let log = std::fs::File::create(self.log_path(self.operator_runs)).unwrap();
+        let mut args = vec![
+            "operator".to_string(),
+            "--namespace".into(),
+            self.ns.clone(),
+            "--leader-election=false".into(),
+            "--metrics-address".into(),
+            "127.0.0.1:0".into(),
+            "--retry-delay".into(),
+            "60s".into(),
+        ];
+        if !extra.iter().any(|a| a.starts_with("--operator-image")) {
+            args.push(format!("--operator-image={}", operator_image()));
+        }
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(&args)
+            .env("RUST_LOG", "info,rancheros_operator=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting the operator binary");
+        self.operator = Some(child);
+    }
+
+    /// Kills the operator at once (SIGKILL), as a crash would.
+    pub fn kill_operator(&mut self) {
+        if let Some(mut child) = self.operator.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The operator's log so far, for failure messages.
+    pub fn operator_log(&self) -> String {
+        (1..=self.operator_runs)
+            .map(|run| std::fs::read_to_string(self.log_path(run)).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n--- restart ---\n")
+    }
+
+    pub fn channels(&self) -> Api<ManagedOSVersionChannel> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn versions_api(&self) -> Api<ManagedOSVersion> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub async fn create_channel(&self, name: &str, spec: Value) -> ManagedOSVersionChannel {
+        let channel: ManagedOSVersionChannel = serde_json::from_value(json!({
+            "apiVersion": "rancheros.cattle.io/v1",
+            "kind": "ManagedOSVersionChannel",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": spec
+        }))
+        .unwrap();
+        self.channels()
+            .create(&PostParams::default(), &channel)
+            .await
+            .unwrap_or_else(|e| panic!("creating channel {name}: {e}"))
+    }
+
+    /// Merge-patches the channel's spec.
+    pub async fn patch_spec(&self, name: &str, spec: Value) {
+        self.channels()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("patching channel {name}: {e}"));
+    }
+
+    pub async fn request_sync(&self, name: &str, value: &str) {
+        let patch =
+            json!({"metadata": {"annotations": {"rancheros.cattle.io/sync-requested-at": value}}});
+        self.channels()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+
+    pub async fn channel(&self, name: &str) -> ManagedOSVersionChannel {
+        self.channels().get(name).await.unwrap()
+    }
+
+    pub async fn versions(&self) -> Vec<ManagedOSVersion> {
+        let mut list = self
+            .versions_api()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        list.sort_by_key(|v| v.name_any());
+        list
+    }
+
+    pub async fn version_names(&self) -> Vec<String> {
+        self.versions().await.iter().map(|v| v.name_any()).collect()
+    }
+
+    /// How many distinct pods were ever seen in the namespace.
+    pub fn pods_created(&self) -> usize {
+        self.pod_uids.lock().unwrap().len()
+    }
+
+    /// Polls `check` until it returns `Some`, or fails the test with `what` and the
+    /// operator's log.
+    pub async fn eventually<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<T>>,
+    {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what} in namespace {}\n--- operator log ---\n{}",
+                    self.ns,
+                    self.operator_log()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until the channel's Ready condition has this reason for its current
+    /// generation (and, when `after` is given, a sync attempt finished after it).
+    pub async fn wait_ready(
+        &self,
+        name: &str,
+        reason: &str,
+        timeout: Duration,
+    ) -> ManagedOSVersionChannel {
+        self.eventually(
+            &format!("channel {name} to be {reason}"),
+            timeout,
+            || async {
+                let ch = self.channel(name).await;
+                let ok = ready_reason(&ch).as_deref() == Some(reason)
+                    && ready_generation(&ch) == ch.metadata.generation;
+                ok.then_some(ch)
+            },
+        )
+        .await
+    }
+
+    /// Waits for the channel's next finished sync attempt after the one recorded in `before`.
+    pub async fn wait_next_attempt(
+        &self,
+        name: &str,
+        before: &ManagedOSVersionChannel,
+        timeout: Duration,
+    ) -> ManagedOSVersionChannel {
+        let last = attempt_time(before);
+        self.eventually(
+            &format!("another sync of channel {name}"),
+            timeout,
+            || async {
+                let ch = self.channel(name).await;
+                let done = attempt_time(&ch) != last
+                    && ready_reason(&ch).as_deref() != Some("Synchronizing");
+                done.then_some(ch)
+            },
+        )
+        .await
+    }
+
+    pub async fn wait_no_pods(&self, timeout: Duration) {
+        self.eventually("the syncer pod to be gone", timeout, || async {
+            self.pods()
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+                .then_some(())
+        })
+        .await
+    }
+
+    /// Stops the operator and deletes the namespace (without waiting for it to go).
+    pub async fn cleanup(mut self) {
+        self.kill_operator();
+        self.watch_task.abort();
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces.delete(&self.ns, &DeleteParams::default()).await;
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        self.kill_operator();
+    }
+}
+
+pub fn ready(
+    ch: &ManagedOSVersionChannel,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    ch.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+}
+
+pub fn ready_reason(ch: &ManagedOSVersionChannel) -> Option<String> {
+    ready(ch).map(|c| c.reason.clone())
+}
+
+pub fn ready_message(ch: &ManagedOSVersionChannel) -> String {
+    ready(ch).map(|c| c.message.clone()).unwrap_or_default()
+}
+
+fn ready_generation(ch: &ManagedOSVersionChannel) -> Option<i64> {
+    ready(ch).and_then(|c| c.observed_generation)
+}
+
+fn attempt_time(ch: &ManagedOSVersionChannel) -> Option<String> {
+    ch.status
+        .as_ref()
+        .and_then(|s| s.last_sync_attempt_time.as_ref())
+        .map(|t| t.0.to_string())
+}
+
+pub const MINUTE: Duration = Duration::from_secs(60);

@@ -1,0 +1,509 @@
+//! End-to-end behaviour of custom channels against the local cluster: the operator binary,
+//! real syncer pods (the local runner image as the channel image, the operator image as
+//! the display container), real versions. See tests/common for the harness.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, PostParams};
+use rancheros_operator::api::{CHANNEL_LABEL, NO_LONGER_IN_SYNC_ANNOTATION};
+use serde_json::json;
+
+const SYNC: Duration = Duration::from_secs(90);
+
+/// The spec's sample manifest, image swapped for the local runner image.
+fn sample_spec() -> serde_json::Value {
+    json!({
+        "type": "custom",
+        "options": {
+            "image": runner_image(),
+            "command": ["/bin/bash", "-c", "--"],
+            "args": ["echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data"],
+            "mountPath": "/output",
+            "outputFile": "/output/data"
+        },
+        "upgradeContainer": {}
+    })
+}
+
+#[tokio::test]
+async fn the_sample_channel_syncs_to_foo_and_bar() {
+    let mut t = TestNs::new("sample").await;
+    t.start_operator(&[]);
+    let ch = t.create_channel("testchannel", sample_spec()).await;
+    let synced = t.wait_ready("testchannel", "Synchronized", SYNC).await;
+    let ready = ready(&synced).unwrap();
+    assert_eq!(ready.status, "True");
+    assert_eq!(ready.message, "synchronized 2 versions (2 created)");
+    let status = synced.status.as_ref().unwrap();
+    assert_eq!(status.synced_versions, Some(2));
+    assert_eq!(status.failed_synchronization_attempts, 0);
+    assert!(status.last_synced_time.is_some());
+
+    let versions = t.versions().await;
+    assert_eq!(
+        versions.iter().map(|v| v.name_any()).collect::<Vec<_>>(),
+        ["bar", "foo"]
+    );
+    let foo = &versions[1];
+    assert_eq!(foo.spec.version.as_deref(), Some("v1"));
+    assert_eq!(foo.spec.type_, "container");
+    assert_eq!(foo.spec.min_version.as_deref(), Some("0.0.0"));
+    assert_eq!(
+        foo.spec.metadata.as_ref().unwrap()["upgradeImage"],
+        "registry.com/repository/image:v1"
+    );
+    assert_eq!(foo.spec.upgrade_container, Some(Default::default()));
+    assert_eq!(foo.labels()[CHANNEL_LABEL], "testchannel");
+    let owner = &foo.owner_references()[0];
+    assert_eq!(owner.kind, "ManagedOSVersionChannel");
+    assert_eq!(owner.name, "testchannel");
+    assert_eq!(Some(&owner.uid), ch.metadata.uid.as_ref());
+    assert_eq!(owner.controller, Some(true));
+
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(t.pods_created(), 1);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn changes_patch_add_flag_delete_and_unflag_versions() {
+    let mut t = TestNs::new("changes").await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1"), ("b", "v1"), ("c", "v1")]);
+    let mut spec = custom_spec(&write_script(&data));
+    spec["registry"] = json!("mirror.local/");
+    t.create_channel("ch", spec).await;
+    let first = t.wait_ready("ch", "Synchronized", SYNC).await;
+    assert_eq!(
+        t.versions().await[0].spec.metadata.as_ref().unwrap()["upgradeImage"],
+        "mirror.local/registry.com/repository/image:v1"
+    );
+
+    // a changes, b goes, c stays, d is new.
+    let data = channel_data(&[("a", "v2"), ("c", "v1"), ("d", "v1")]);
+    t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
+        .await;
+    let second = t.wait_next_attempt("ch", &first, SYNC).await;
+    assert_eq!(
+        ready_reason(&second).as_deref(),
+        Some("Synchronized"),
+        "{}",
+        ready_message(&second)
+    );
+    assert_eq!(
+        ready_message(&second),
+        "synchronized 3 versions (1 created, 1 updated, 1 flagged as no longer in sync)"
+    );
+    let versions = t.versions().await;
+    let by_name = |n: &str| versions.iter().find(|v| v.name_any() == n).unwrap().clone();
+    assert_eq!(by_name("a").spec.version.as_deref(), Some("v2"));
+    assert_eq!(
+        by_name("b")
+            .annotations()
+            .get(NO_LONGER_IN_SYNC_ANNOTATION)
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(
+        by_name("c")
+            .annotations()
+            .get(NO_LONGER_IN_SYNC_ANNOTATION)
+            .is_none()
+    );
+    assert_eq!(by_name("d").spec.version.as_deref(), Some("v1"));
+
+    // b comes back: it loses the flag.
+    let data = channel_data(&[("a", "v2"), ("b", "v1"), ("c", "v1"), ("d", "v1")]);
+    t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
+        .await;
+    let third = t.wait_next_attempt("ch", &second, SYNC).await;
+    assert_eq!(ready_reason(&third).as_deref(), Some("Synchronized"));
+    let b = t.versions_api().get("b").await.unwrap();
+    assert!(
+        b.annotations().get(NO_LONGER_IN_SYNC_ANNOTATION).is_none(),
+        "{b:?}"
+    );
+
+    // With deleteNoLongerInSyncVersions, unlisted versions are deleted.
+    let data = channel_data(&[("a", "v2")]);
+    t.patch_spec(
+        "ch",
+        json!({"deleteNoLongerInSyncVersions": true, "options": {"args": [write_script(&data)]}}),
+    )
+    .await;
+    let fourth = t.wait_next_attempt("ch", &third, SYNC).await;
+    assert_eq!(
+        ready_message(&fourth),
+        "synchronized 1 versions (3 deleted)"
+    );
+    t.eventually("versions b, c, d to be deleted", SYNC, || async {
+        (t.version_names().await == ["a"]).then_some(())
+    })
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
+    let mut t = TestNs::new("disabled").await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1"), ("b", "v1")]);
+    t.create_channel("ch", custom_spec(&write_script(&data)))
+        .await;
+    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.wait_no_pods(SYNC).await;
+
+    // Start a slow sync, then disable the channel while its pod runs.
+    t.patch_spec(
+        "ch",
+        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
+    )
+    .await;
+    t.eventually("the slow syncer pod", SYNC, || async {
+        t.pods().get_opt("ch").await.unwrap().map(|_| ())
+    })
+    .await;
+    t.patch_spec("ch", json!({"enabled": false})).await;
+    let ch = t.wait_ready("ch", "ChannelDisabled", SYNC).await;
+    assert_eq!(ready(&ch).unwrap().status, "True");
+    t.wait_no_pods(SYNC).await;
+    for v in t.versions().await {
+        assert_eq!(
+            v.annotations()
+                .get(NO_LONGER_IN_SYNC_ANNOTATION)
+                .map(String::as_str),
+            Some("true"),
+            "{}",
+            v.name_any()
+        );
+    }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn invalid_configurations_are_reported_and_start_no_pod() {
+    let mut t = TestNs::new("invalid").await;
+    t.start_operator(&[]);
+    let good = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
+    let mut cases = vec![];
+    let mut empty_type = good.clone();
+    empty_type["type"] = json!("");
+    cases.push(("empty-type", empty_type, "spec.type: required"));
+    let mut unknown_type = good.clone();
+    unknown_type["type"] = json!("rpm");
+    cases.push((
+        "unknown-type",
+        unknown_type,
+        "spec.type: \"rpm\" is not a channel type",
+    ));
+    let mut interval = good.clone();
+    interval["syncInterval"] = json!("every day");
+    cases.push(("bad-interval", interval, "spec.syncInterval"));
+    let mut outside = good.clone();
+    outside["options"]["outputFile"] = json!("/tmp/data");
+    cases.push(("output-outside", outside, "spec.options.outputFile"));
+    let mut no_image = good.clone();
+    no_image["options"].as_object_mut().unwrap().remove("image");
+    cases.push(("no-image", no_image, "spec.options.image: required"));
+
+    for (name, spec, _) in &cases {
+        t.create_channel(name, spec.clone()).await;
+    }
+    for (name, _, message) in &cases {
+        let ch = t.wait_ready(name, "InvalidConfiguration", SYNC).await;
+        assert_eq!(ready(&ch).unwrap().status, "False");
+        assert!(
+            ready_message(&ch).starts_with(message),
+            "{name}: {}",
+            ready_message(&ch)
+        );
+    }
+    // A moment more for any stray pod to show up.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_failing_runner_fails_the_sync_and_keeps_the_versions() {
+    let mut t = TestNs::new("runner-fails").await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel("ch", custom_spec(&write_script(&data)))
+        .await;
+    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let before = t.versions().await;
+
+    t.patch_spec(
+        "ch",
+        json!({"options": {"args": ["echo preparing; echo 'disk on fire' >&2; exit 3"]}}),
+    )
+    .await;
+    let failed = t.wait_next_attempt("ch", &synced, SYNC).await;
+    assert_eq!(ready_reason(&failed).as_deref(), Some("FailedToSync"));
+    let message = ready_message(&failed);
+    assert!(message.contains("exited with code 3"), "{message}");
+    assert!(message.contains("disk on fire"), "{message}");
+    assert_eq!(
+        failed
+            .status
+            .as_ref()
+            .unwrap()
+            .failed_synchronization_attempts,
+        1
+    );
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(
+        t.versions().await,
+        before,
+        "a failed sync changed the versions"
+    );
+
+    // Invalid JSON: the position is in the message; still nothing changes.
+    t.patch_spec("ch", json!({"options": {"args": ["printf '[{\"metadata\": {\"name\": \"x\"}},\\n  oops]' > /output/data"]}}))
+        .await;
+    let failed = t.wait_next_attempt("ch", &failed, SYNC).await;
+    let message = ready_message(&failed);
+    assert_eq!(
+        ready_reason(&failed).as_deref(),
+        Some("FailedToSync"),
+        "{message}"
+    );
+    assert!(
+        message.starts_with("invalid channel data: line 2, column 3: not valid JSON"),
+        "{message}"
+    );
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(
+        t.versions().await,
+        before,
+        "a failed sync changed the versions"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_unpullable_image_or_a_hanging_runner_fails_at_the_timeout() {
+    let mut t = TestNs::new("timeouts").await;
+    t.start_operator(&[]);
+    let mut unpullable = custom_spec("true");
+    unpullable["options"]["image"] = json!("registry.invalid/nothing:1");
+    unpullable["options"]["timeout"] = json!("8s");
+    t.create_channel("unpullable", unpullable).await;
+    let mut hanging = custom_spec("sleep 3600");
+    hanging["options"]["timeout"] = json!("8s");
+    t.create_channel("hanging", hanging).await;
+
+    for (name, stuck) in [
+        ("unpullable", "runner: "),
+        ("hanging", "runner: still running"),
+    ] {
+        let ch = t
+            .wait_ready(name, "FailedToSync", Duration::from_secs(60))
+            .await;
+        let message = ready_message(&ch);
+        assert!(
+            message.starts_with("timed out after 8s"),
+            "{name}: {message}"
+        );
+        assert!(message.contains(stuck), "{name}: {message}");
+    }
+    t.wait_no_pods(SYNC).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn one_pod_per_sync_on_the_interval_and_on_demand() {
+    let mut t = TestNs::new("interval").await;
+    t.start_operator(&[]);
+    let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
+    spec["syncInterval"] = json!("10s");
+    t.create_channel("ch", spec).await;
+    let mut ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    // Two more syncs on the interval.
+    for _ in 0..2 {
+        ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+        assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
+    }
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(t.pods_created(), 3, "one pod per sync");
+
+    // On demand: a long interval, then the annotation.
+    t.patch_spec("ch", json!({"syncInterval": "1h"})).await;
+    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    t.wait_no_pods(SYNC).await;
+    let pods = t.pods_created();
+    assert_eq!(pods, 4, "the spec change syncs once");
+    t.request_sync("ch", "2026-11-30T10:00:00Z").await;
+    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
+    t.wait_no_pods(SYNC).await;
+    // Nothing else starts a sync: wait a while and count again.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert_eq!(
+        t.pods_created(),
+        5,
+        "exactly one pod for the on-demand sync"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
+    let mut t = TestNs::new("conflicts").await;
+    t.start_operator(&[]);
+    t.create_channel(
+        "owner",
+        custom_spec(&write_script(&channel_data(&[("shared", "v1")]))),
+    )
+    .await;
+    t.wait_ready("owner", "Synchronized", SYNC).await;
+    let shared = t.versions_api().get("shared").await.unwrap();
+
+    t.create_channel(
+        "intruder",
+        custom_spec(&write_script(&channel_data(&[
+            ("shared", "v9"),
+            ("own", "v1"),
+        ]))),
+    )
+    .await;
+    let ch = t.wait_ready("intruder", "FailedToSync", SYNC).await;
+    assert!(
+        ready_message(&ch).contains("version \"shared\" already exists and is controlled by ManagedOSVersionChannel \"owner\""),
+        "{}",
+        ready_message(&ch)
+    );
+    let after = t.versions_api().get("shared").await.unwrap();
+    assert_eq!(
+        after.resource_version(),
+        shared.resource_version(),
+        "the other channel's version was written"
+    );
+    assert!(
+        t.versions_api().get_opt("own").await.unwrap().is_none(),
+        "a conflicting sync wrote a version"
+    );
+
+    // A pod named like a channel that the channel does not control.
+    let foreign: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "squatted"},
+        "spec": {"containers": [{"name": "c", "image": runner_image(), "command": ["sleep", "3600"]}]}
+    }))
+    .unwrap();
+    let foreign = t
+        .pods()
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    t.create_channel(
+        "squatted",
+        custom_spec(&write_script(&channel_data(&[("x", "v1")]))),
+    )
+    .await;
+    let ch = t.wait_ready("squatted", "FailedToCreatePod", SYNC).await;
+    assert!(
+        ready_message(&ch).contains("is not controlled by this channel"),
+        "{}",
+        ready_message(&ch)
+    );
+    let still = t.pods().get("squatted").await.unwrap();
+    assert_eq!(still.uid(), foreign.uid());
+    assert!(still.metadata.deletion_timestamp.is_none());
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_restarted_operator_finishes_the_sync_without_a_second_pod() {
+    let mut t = TestNs::new("restart").await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1"), ("b", "v1")]);
+    t.create_channel(
+        "ch",
+        custom_spec(&format!("sleep 6; {}", write_script(&data))),
+    )
+    .await;
+    t.eventually("the syncer pod", SYNC, || async {
+        t.pods().get_opt("ch").await.unwrap().map(|_| ())
+    })
+    .await;
+    t.kill_operator();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    t.start_operator(&[]);
+    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    assert_eq!(ready_message(&ch), "synchronized 2 versions (2 created)");
+    assert_eq!(t.version_names().await, ["a", "b"]);
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(t.pods_created(), 1, "the restart created a second pod");
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_pod_of_an_operator_with_another_image_is_replaced() {
+    let mut t = TestNs::new("stale-image").await;
+    // Another spelling of the same image: a different image as far as the pod spec goes.
+    let other = format!("docker.io/library/{}", operator_image());
+    t.start_operator(&[&format!("--operator-image={other}")]);
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel(
+        "ch",
+        custom_spec(&format!("sleep 8; {}", write_script(&data))),
+    )
+    .await;
+    let old = t
+        .eventually("the first syncer pod", SYNC, || async {
+            t.pods().get_opt("ch").await.unwrap()
+        })
+        .await;
+    t.kill_operator();
+    t.start_operator(&[]);
+    t.wait_ready("ch", "Synchronized", SYNC).await;
+    assert_eq!(
+        t.pods_created(),
+        2,
+        "the old pod is replaced by exactly one new pod"
+    );
+    assert!(
+        t.pods()
+            .get_opt("ch")
+            .await
+            .unwrap()
+            .is_none_or(|p| p.uid() != old.uid())
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn deleting_the_channel_removes_its_versions_and_pod() {
+    let mut t = TestNs::new("delete").await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1"), ("b", "v1")]);
+    t.create_channel("ch", custom_spec(&write_script(&data)))
+        .await;
+    t.wait_ready("ch", "Synchronized", SYNC).await;
+    // A slow second sync, so that a pod exists when the channel goes.
+    t.patch_spec(
+        "ch",
+        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
+    )
+    .await;
+    t.eventually("the second syncer pod", SYNC, || async {
+        t.pods().get_opt("ch").await.unwrap()
+    })
+    .await;
+    t.channels()
+        .delete("ch", &DeleteParams::default())
+        .await
+        .unwrap();
+    t.eventually("the versions to be garbage collected", SYNC, || async {
+        t.version_names().await.is_empty().then_some(())
+    })
+    .await;
+    t.wait_no_pods(SYNC).await;
+    t.cleanup().await;
+}
