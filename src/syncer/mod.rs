@@ -212,11 +212,13 @@ impl Decider<'_> {
             Ok(c) => c,
             Err(message) => return self.invalid(our_pod, message),
         };
+        // Only custom channels use a pod; any other pod of that name is not their business.
+        let custom = matches!(config.source, Source::Custom(_));
         match (self.obs.pod, our_pod) {
             (Some(pod), Some(_)) if pod.metadata.deletion_timestamp.is_none() => {
                 self.with_pod(pod, &config)
             }
-            (Some(pod), None) if self.sync_due(&config).is_zero() => self.failure(
+            (Some(pod), None) if custom && self.sync_due(&config).is_zero() => self.failure(
                 reason::FAILED_TO_CREATE_POD,
                 format!(
                     "cannot create the syncer pod: a pod named {:?} already exists in namespace {:?} and is not controlled by this channel; it is left alone, delete or rename it",
@@ -226,12 +228,12 @@ impl Decider<'_> {
                 &config,
                 None,
             ),
-            (Some(_), _) => {
+            (Some(_), _) if custom => {
                 // Ours and terminating, or someone else's while no sync is due: wait.
                 let due = self.sync_due(&config);
                 after(if due.is_zero() { POLL } else { due })
             }
-            (None, _) => self.without_pod(&config),
+            _ => self.without_pod(&config),
         }
     }
 

@@ -768,6 +768,21 @@ fn a_pod_that_cannot_be_created_is_reported() {
 }
 
 #[test]
+fn a_json_channel_ignores_a_foreign_pod_of_its_name() {
+    let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
+    let mut pod = pod_in(&sample_channel(), t(0), ready_pod_status());
+    pod.metadata.owner_references = None;
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert!(d.needs.fetch.is_some(), "{d:?}");
+}
+
+#[test]
 fn tails_are_short_and_on_one_line() {
     assert_eq!(tail(""), "(no output)");
     assert_eq!(tail("a\n\nb\n"), "a | b");
