@@ -91,6 +91,12 @@ pub struct ManagedOSVersionChannelStatus {
     /// acted on; a different value asks for a sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_requested_at: Option<String>,
+    /// json channels: the `ETag` of the response the last successful sync used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_etag: Option<String>,
+    /// json channels: the `Last-Modified` of the response the last successful sync used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_last_modified: Option<String>,
 }
 
 /// One OS version available for upgrade.

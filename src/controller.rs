@@ -20,10 +20,9 @@ use tracing::{debug, info, warn};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
 };
-use crate::config::JsonOptions;
 use crate::display::FRAME_OVERHEAD;
 use crate::metrics::Metrics;
-use crate::syncer::{self, Action, Decision, Fetched, Observation, Settings, pod};
+use crate::syncer::{self, Action, Decision, FetchRequest, Fetched, Observation, Settings, pod};
 
 /// The field manager of every write, as shown in `managedFields`.
 pub const MANAGER: &str = "rancheros-operator";
@@ -225,10 +224,10 @@ async fn reconcile_inner(
                 .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
             seen.versions = Some(list.items);
         }
-        if let Some(options) = &needs.fetch
+        if let Some(request) = &needs.fetch
             && seen.fetched.is_none()
         {
-            seen.fetched = Some(fetch(&ctx.http, options, ctx.settings.max_output_bytes).await);
+            seen.fetched = Some(fetch(&ctx.http, request, ctx.settings.max_output_bytes).await);
         }
         decision = decide(&seen);
     }
@@ -425,15 +424,28 @@ async fn read_runner_tail(pods: &Api<Pod>, name: &str) -> String {
     }
 }
 
-/// Fetches a json channel's data, capped at `max_bytes`.
-async fn fetch(http: &reqwest::Client, options: &JsonOptions, max_bytes: u64) -> Fetched {
+/// Fetches a json channel's data, conditionally when the request carries validators,
+/// capped at `max_bytes`.
+async fn fetch(http: &reqwest::Client, request: &FetchRequest, max_bytes: u64) -> Fetched {
+    use reqwest::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+    let options = &request.options;
     let uri = &options.uri;
     let failed = |what: String| Fetched::Failed(format!("fetching {uri}: {what}"));
-    let response = match http.get(uri).timeout(options.timeout).send().await {
+    let mut get = http.get(uri).timeout(options.timeout);
+    if let Some(etag) = &request.if_none_match {
+        get = get.header(IF_NONE_MATCH, etag);
+    }
+    if let Some(date) = &request.if_modified_since {
+        get = get.header(IF_MODIFIED_SINCE, date);
+    }
+    let response = match get.send().await {
         Ok(r) => r,
         Err(e) => return failed(describe_http_error(&e, options.timeout)),
     };
     let status = response.status();
+    if status == reqwest::StatusCode::NOT_MODIFIED {
+        return Fetched::NotModified;
+    }
     if !status.is_success() {
         return failed(format!("the server answered HTTP {status}"));
     }
@@ -444,22 +456,34 @@ async fn fetch(http: &reqwest::Client, options: &JsonOptions, max_bytes: u64) ->
             "the body is {len} bytes, more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
         ));
     }
-    let mut body = Vec::new();
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (etag, last_modified) = (header(ETAG), header(LAST_MODIFIED));
+    let mut data = Vec::new();
     let mut stream = response.bytes_stream();
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(bytes) => {
-                if (body.len() + bytes.len()) as u64 > max_bytes {
+                if (data.len() + bytes.len()) as u64 > max_bytes {
                     return failed(format!(
                         "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
                     ));
                 }
-                body.extend_from_slice(&bytes);
+                data.extend_from_slice(&bytes);
             }
             Err(e) => return failed(describe_http_error(&e, options.timeout)),
         }
     }
-    Fetched::Body(body)
+    Fetched::Body {
+        data,
+        etag,
+        last_modified,
+    }
 }
 
 fn describe_http_error(e: &reqwest::Error, timeout: Duration) -> String {

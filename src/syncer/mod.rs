@@ -53,10 +53,25 @@ pub struct Settings {
     pub retry_delay: Duration,
 }
 
+/// A json channel's fetch: where, how long, and the validators of the last successful
+/// sync's response, for a conditional request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FetchRequest {
+    pub options: JsonOptions,
+    pub if_none_match: Option<String>,
+    pub if_modified_since: Option<String>,
+}
+
 /// What a json channel's fetch brought back.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fetched {
-    Body(Vec<u8>),
+    Body {
+        data: Vec<u8>,
+        etag: Option<String>,
+        last_modified: Option<String>,
+    },
+    /// 304: the data did not change since the last successful sync.
+    NotModified,
     Failed(String),
 }
 
@@ -83,7 +98,7 @@ pub struct Needs {
     pub display_log: bool,
     pub runner_log: bool,
     pub versions: bool,
-    pub fetch: Option<JsonOptions>,
+    pub fetch: Option<FetchRequest>,
 }
 
 impl Needs {
@@ -421,8 +436,17 @@ impl Decider<'_> {
 
     fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
         let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
+            // Ask conditionally only when the last sync succeeded with this very spec:
+            // then "not modified" really means there is nothing to do.
+            let in_step = self.status.failed_synchronization_attempts == 0
+                && self.status.synced_generation == Some(self.generation);
+            let validator = |v: &Option<String>| v.clone().filter(|_| in_step);
             return needs(Needs {
-                fetch: Some(options.clone()),
+                fetch: Some(FetchRequest {
+                    options: options.clone(),
+                    if_none_match: validator(&self.status.source_etag),
+                    if_modified_since: validator(&self.status.source_last_modified),
+                }),
                 versions: true,
                 ..Default::default()
             });
@@ -431,7 +455,43 @@ impl Decider<'_> {
             Fetched::Failed(message) => {
                 self.failure(reason::FAILED_TO_SYNC, message.clone(), config, None)
             }
-            Fetched::Body(data) => self.apply_data(data, config, None),
+            Fetched::NotModified => self.not_modified(config),
+            Fetched::Body {
+                data,
+                etag,
+                last_modified,
+            } => {
+                let mut d = self.apply_data(data, config, None);
+                if d.outcome == Some(Outcome::Synchronized)
+                    && let Some(status) = d.status.as_mut()
+                {
+                    status.source_etag = etag.clone();
+                    status.source_last_modified = last_modified.clone();
+                }
+                d
+            }
+        }
+    }
+
+    /// A 304 from a json channel's server: a successful sync with nothing to write.
+    fn not_modified(&self, config: &ChannelConfig) -> Decision {
+        let count = self.status.synced_versions.unwrap_or_default();
+        let message = format!("synchronized {count} versions (not modified since the last sync)");
+        let mut status = self.status.clone();
+        status.conditions = self.ready(true, reason::SYNCHRONIZED, message.clone());
+        status.last_synced_time = Some(self.timestamp());
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        Decision {
+            status: Some(status),
+            events: vec![Note {
+                warning: false,
+                reason: reason::SYNCHRONIZED,
+                message,
+            }],
+            requeue: Some(config.sync_interval),
+            outcome: Some(Outcome::Synchronized),
+            ..Default::default()
         }
     }
 

@@ -720,11 +720,17 @@ fn a_conflicting_version_fails_the_sync_before_any_write() {
 fn a_json_channel_fetches_instead_of_starting_a_pod() {
     let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
     let d = decide(&obs(&ch, t(0)), &settings());
+    let request = d.needs.fetch.clone().expect("a fetch");
+    assert_eq!(request.options.uri, "http://127.0.0.1:1/c.json");
     assert_eq!(
-        d.needs.fetch.as_ref().map(|f| f.uri.as_str()),
-        Some("http://127.0.0.1:1/c.json")
+        request.if_none_match, None,
+        "nothing to be conditional on yet"
     );
-    let body = Fetched::Body(SAMPLE.as_bytes().to_vec());
+    let body = Fetched::Body {
+        data: SAMPLE.as_bytes().to_vec(),
+        etag: Some("\"v1\"".into()),
+        last_modified: Some("Mon, 30 Nov 2026 10:00:00 GMT".into()),
+    };
     let d = decide(
         &Observation {
             fetched: Some(&body),
@@ -734,12 +740,50 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
         &settings(),
     );
     assert_eq!(descriptions(&d), ["apply version foo", "apply version bar"]);
+    assert_eq!(
+        d.status.as_ref().unwrap().source_etag.as_deref(),
+        Some("\"v1\"")
+    );
+
+    // The next sync asks conditionally, and a 304 writes nothing.
+    let ch = with_status(&ch, &d);
+    let d = decide(&obs(&ch, t(3600)), &settings());
+    let request = d.needs.fetch.clone().expect("a fetch");
+    assert_eq!(request.if_none_match.as_deref(), Some("\"v1\""));
+    assert_eq!(
+        request.if_modified_since.as_deref(),
+        Some("Mon, 30 Nov 2026 10:00:00 GMT")
+    );
+    let d = decide(
+        &Observation {
+            fetched: Some(&Fetched::NotModified),
+            versions: Some(&[]),
+            ..obs(&ch, t(3600))
+        },
+        &settings(),
+    );
+    assert_eq!(d.actions, vec![]);
+    assert_eq!(
+        ready(&d).message,
+        "synchronized 2 versions (not modified since the last sync)"
+    );
+    assert_eq!(
+        d.status.as_ref().unwrap().last_synced_time,
+        Some(Time(t(3600)))
+    );
+
+    // After a spec change the fetch is unconditional again.
+    let mut changed = ch.clone();
+    changed.metadata.generation = Some(2);
+    let d = decide(&obs(&changed, t(3601)), &settings());
+    assert_eq!(d.needs.fetch.unwrap().if_none_match, None);
+
     let failed = Fetched::Failed("HTTP 404 Not Found from http://127.0.0.1:1/c.json".into());
     let d = decide(
         &Observation {
             fetched: Some(&failed),
             versions: Some(&[]),
-            ..obs(&ch, t(0))
+            ..obs(&ch, t(3600))
         },
         &settings(),
     );
