@@ -150,7 +150,12 @@ pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
     // One TLS provider for the kube client and the json-channel HTTP client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = client(&args).await?;
-    let channels: Api<ManagedOSVersionChannel> = Api::all(client.clone());
+    // Checked where the operator is allowed to look: RBAC may grant only the watched
+    // namespaces.
+    let channels: Api<ManagedOSVersionChannel> = match args.namespaces.first() {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     match channels.list(&ListParams::default().limit(1)).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(OperatorError::MissingCrd),
