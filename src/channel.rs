@@ -1,13 +1,19 @@
 //! Channel data: the JSON array of versions a channel produces, and the rules it must
 //! follow. This is the one implementation of those rules: `validate` reports what
 //! [`check`] finds, the operator refuses a sync when [`parse`] fails.
+//!
+//! The data is read in one streaming pass: the top-level array is walked item by item and
+//! each item is checked and dropped (or handed over) before the next one is read, so memory
+//! stays near the size of the data itself. Positions are only worked out for the values a
+//! diagnostic is about, in one more pass over the text, so valid data never pays for them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::api::ManagedOSVersionSpec;
+use crate::api::{CHANNEL_LABEL, ManagedOSVersionSpec, NO_LONGER_IN_SYNC_ANNOTATION};
 
 /// Metadata keys a channel item may carry that are copied to the version.
 const KEPT_METADATA: [&str; 3] = ["name", "labels", "annotations"];
@@ -22,6 +28,12 @@ const SPEC_KEYS: [&str; 5] = [
 ];
 /// The API server refuses objects much above 1 MiB (etcd's limit is 1.5 MiB).
 pub const MAX_ITEM_BYTES: usize = 1024 * 1024;
+/// The API server's limit on the total size of an object's annotations (keys and values).
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// At most this many diagnostics are kept for one input; the rest are counted in a last one.
+pub const MAX_DIAGNOSTICS: usize = 100_000;
+/// Values longer than this many characters are shortened when quoted in a message.
+const QUOTE_CHARS: usize = 60;
 
 /// One version as the channel lists it, checked and ready to become a `ManagedOSVersion`.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,7 +57,8 @@ pub struct Diagnostic {
     pub severity: Severity,
     /// JSON path of the offending value, like `[1].spec.type`; empty for the whole document.
     pub path: String,
-    /// 1-based line and column of the offending value (or of the syntax error).
+    /// 1-based line and column (in characters) of the offending value (or of the syntax
+    /// error). A key that is missing is reported at the object that lacks it.
     pub line: usize,
     pub column: usize,
     pub message: String,
@@ -62,7 +75,7 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Everything [`check`] found: the versions (complete only when there are no errors) and
-/// every diagnostic, in document order.
+/// every diagnostic, in the order they were found (item by item, in document order).
 #[derive(Debug, Default)]
 pub struct Report {
     pub versions: Vec<ChannelVersion>,
@@ -80,7 +93,8 @@ impl Report {
     }
 }
 
-/// Channel data that breaks a rule: the first errors, for a status message.
+/// Channel data that breaks a rule: the first error (a syntax error, when there is one,
+/// since it says why the rest could not be read), for a status message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid channel data: {first}{more}", more = more_suffix(*.total))]
 pub struct InvalidChannelData {
@@ -101,54 +115,123 @@ fn more_suffix(total: usize) -> String {
 
 /// Parses channel data for a sync: the versions, or the reason the whole sync must fail.
 pub fn parse(data: &[u8]) -> Result<Vec<ChannelVersion>, InvalidChannelData> {
-    let report = check(data);
-    let total = report.errors().count();
-    let first = report.errors().next().cloned();
+    let mut versions = Vec::new();
+    let outcome = run(data, &mut |v| versions.push(v));
+    let total = outcome.errors;
+    let first = match outcome.syntax {
+        Some(i) => Some(outcome.diagnostics[i].clone()),
+        None => outcome
+            .diagnostics
+            .into_iter()
+            .find(|d| d.severity == Severity::Error),
+    };
     match first {
-        None => Ok(report.versions),
+        None => Ok(versions),
         Some(first) => Err(InvalidChannelData { first, total }),
     }
 }
 
 /// Applies every rule to `data` and reports every problem.
 pub fn check(data: &[u8]) -> Report {
-    let mut report = Report::default();
-    let root: Value = match serde_json::from_slice(data) {
-        Ok(v) => v,
-        Err(e) => {
-            report.diagnostics.push(Diagnostic {
-                severity: Severity::Error,
-                path: String::new(),
-                line: e.line().max(1),
-                column: e.column().max(1),
-                message: syntax_message(&e),
-            });
-            return report;
+    let mut versions = Vec::new();
+    let diagnostics = check_each(data, |v| versions.push(v));
+    Report {
+        versions,
+        diagnostics,
+    }
+}
+
+/// Like [`check`], but hands each good version to `on_version` as soon as it is read
+/// instead of keeping them all: what `validate` uses to check large files in little memory.
+/// Returns the diagnostics; the versions handed over are complete only when none is an error.
+pub fn check_each(data: &[u8], mut on_version: impl FnMut(ChannelVersion)) -> Vec<Diagnostic> {
+    run(data, &mut on_version).diagnostics
+}
+
+struct Outcome {
+    diagnostics: Vec<Diagnostic>,
+    /// Errors found, including those past [`MAX_DIAGNOSTICS`].
+    errors: usize,
+    /// Index in `diagnostics` of the syntax error, if the data is not JSON.
+    syntax: Option<usize>,
+}
+
+fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Outcome {
+    let mut checker = Checker::default();
+    let body = match data.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => {
+            checker.push(
+                Severity::Warning,
+                Where::At(1, 1),
+                "the data starts with a UTF-8 byte order mark (BOM), which is ignored".into(),
+            );
+            rest
         }
+        None => data,
     };
-    let mut checker = Checker {
-        data,
-        found: Vec::new(),
-    };
-    let Value::Array(items) = root else {
-        checker.error(
-            vec![],
-            format!(
-                "channel data must be a JSON array of versions, found {}",
-                kind_of(&root)
-            ),
+    if let Some(problem) = encoding_problem(body) {
+        checker.syntax_at(1, 1, problem);
+        return checker.finish(body);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        checker.syntax_at(
+            1,
+            1,
+            "no data: channel data must be a JSON array of versions (`[]` when there are none)"
+                .into(),
         );
-        report.diagnostics = checker.finish();
-        return report;
+        return checker.finish(body);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let root = Root {
+        checker: &mut checker,
+        first_use: HashMap::new(),
+        on_version,
     };
-    let mut first_use: HashMap<String, usize> = HashMap::with_capacity(items.len());
-    for (i, item) in items.into_iter().enumerate() {
-        if let Some(version) = checker.item(i, item, &mut first_use) {
-            report.versions.push(version);
+    let outcome = root.deserialize(&mut de).and_then(|kind| {
+        de.end()?;
+        Ok(kind)
+    });
+    match outcome {
+        Ok(None) => {}
+        Ok(Some(kind)) => checker.error(
+            vec![],
+            format!("channel data must be a JSON array of versions, found {kind}"),
+        ),
+        Err(e) => {
+            let (line, column) = char_column(body, e.line(), e.column());
+            checker.syntax_at(line, column, syntax_message(&e));
         }
     }
-    report.diagnostics = checker.finish();
-    report
+    checker.finish(body)
+}
+
+/// Text in another encoding than UTF-8 fails as JSON with an unhelpful message; say why.
+fn encoding_problem(data: &[u8]) -> Option<String> {
+    let utf16 = data.starts_with(b"\xFF\xFE")
+        || data.starts_with(b"\xFE\xFF")
+        || (data.len() >= 2 && (data[0] == 0) != (data[1] == 0));
+    let utf32 = data.starts_with(b"\x00\x00\xFE\xFF") || data.starts_with(b"\xFF\xFE\x00\x00");
+    (utf16 || utf32).then(|| {
+        "the data is not UTF-8 (it looks like UTF-16 or UTF-32): channel data must be UTF-8 JSON"
+            .into()
+    })
+}
+
+/// serde_json counts columns in bytes; diagnostics count characters, as editors do.
+fn char_column(data: &[u8], line: usize, byte_column: usize) -> (usize, usize) {
+    let line = line.max(1);
+    let line_start = if line == 1 {
+        0
+    } else {
+        data.iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'\n')
+            .nth(line - 2)
+            .map_or(data.len(), |(i, _)| i + 1)
+    };
+    let end = (line_start + byte_column.saturating_sub(1)).min(data.len());
+    (line, locate::count_chars(&data[line_start..end]) + 1)
 }
 
 fn syntax_message(e: &serde_json::Error) -> String {
@@ -159,23 +242,35 @@ fn syntax_message(e: &serde_json::Error) -> String {
         Some(cut) => text[..cut].to_string(),
         None => text,
     };
+    if text.starts_with("recursion limit exceeded") {
+        return "arrays and objects are nested too deeply (recursion limit exceeded: at most 128 levels)".into();
+    }
+    if text.starts_with("number out of range") {
+        return "a number is too large to be read (number out of range)".into();
+    }
+    if text.starts_with("invalid unicode code point") {
+        return "not valid UTF-8 in a string: channel data must be UTF-8 JSON".into();
+    }
     match e.classify() {
         Category::Eof => format!("not valid JSON, the data ends too early (truncated?): {text}"),
         _ => format!("not valid JSON: {text}"),
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Segment {
     Index(usize),
     Key(String),
 }
 
 pub fn path_string(path: &[Segment]) -> String {
+    use std::fmt::Write as _;
     let mut out = String::new();
     for seg in path {
         match seg {
-            Segment::Index(i) => out.push_str(&format!("[{i}]")),
+            Segment::Index(i) => {
+                let _ = write!(out, "[{i}]");
+            }
             Segment::Key(k) => {
                 let ident = !k.is_empty()
                     && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -184,7 +279,9 @@ pub fn path_string(path: &[Segment]) -> String {
                     out.push('.');
                     out.push_str(k);
                 } else {
-                    out.push_str(&format!("[{}]", Value::String(k.clone())));
+                    out.push('[');
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(']');
                 }
             }
         }
@@ -192,39 +289,174 @@ pub fn path_string(path: &[Segment]) -> String {
     out
 }
 
-struct Checker<'a> {
-    data: &'a [u8],
-    found: Vec<(Severity, Vec<Segment>, String)>,
+/// The top-level value: an array is checked item by item as it is read; anything else is
+/// skipped and named.
+struct Root<'c, 'f> {
+    checker: &'c mut Checker,
+    first_use: HashMap<String, usize>,
+    on_version: &'f mut dyn FnMut(ChannelVersion),
+}
+
+impl<'de> DeserializeSeed<'de> for Root<'_, '_> {
+    /// `None` for an array, else what was found instead.
+    type Value = Option<&'static str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Root<'_, '_> {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON array of versions")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut i = 0;
+        while let Some(item) = seq.next_element::<Value>()? {
+            if let Some(version) = self.checker.item(i, item, &mut self.first_use) {
+                (self.on_version)(version);
+            }
+            i += 1;
+        }
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Some("an object"))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Some("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Some("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Some("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Some("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Some("a string"))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Some("null"))
+    }
+}
+
+enum Where {
+    Path(Vec<Segment>),
+    At(usize, usize),
+}
+
+struct Found {
+    severity: Severity,
+    at: Where,
+    message: String,
+}
+
+#[derive(Default)]
+struct Checker {
+    found: Vec<Found>,
+    errors: usize,
+    warnings: usize,
+    syntax: Option<usize>,
 }
 
 fn key(k: &str) -> Segment {
     Segment::Key(k.to_string())
 }
 
-impl Checker<'_> {
+impl Checker {
+    fn push(&mut self, severity: Severity, at: Where, message: String) {
+        match severity {
+            Severity::Error => self.errors += 1,
+            Severity::Warning => self.warnings += 1,
+        }
+        // One slot is kept for the note that says how many were left out.
+        if self.found.len() < MAX_DIAGNOSTICS - 1 {
+            self.found.push(Found {
+                severity,
+                at,
+                message,
+            });
+        }
+    }
     fn error(&mut self, path: Vec<Segment>, message: String) {
-        self.found.push((Severity::Error, path, message));
+        self.push(Severity::Error, Where::Path(path), message);
     }
     fn warn(&mut self, path: Vec<Segment>, message: String) {
-        self.found.push((Severity::Warning, path, message));
+        self.push(Severity::Warning, Where::Path(path), message);
+    }
+    fn syntax_at(&mut self, line: usize, column: usize, message: String) {
+        self.errors += 1;
+        self.syntax = Some(self.found.len());
+        self.found.push(Found {
+            severity: Severity::Error,
+            at: Where::At(line, column),
+            message,
+        });
     }
 
     /// Resolves positions only now, so that valid data never pays for them.
-    fn finish(self) -> Vec<Diagnostic> {
-        let data = self.data;
-        self.found
+    fn finish(mut self, data: &[u8]) -> Outcome {
+        let kept = self.found.len();
+        let total = self.errors + self.warnings;
+        if total > kept {
+            let (kept_errors, kept_warnings) = self.found.iter().fold((0, 0), |(e, w), f| match f
+                .severity
+            {
+                Severity::Error => (e + 1, w),
+                Severity::Warning => (e, w + 1),
+            });
+            let (more_errors, more_warnings) =
+                (self.errors - kept_errors, self.warnings - kept_warnings);
+            let severity = if more_errors > 0 {
+                Severity::Error
+            } else {
+                Severity::Warning
+            };
+            self.found.push(Found {
+                severity,
+                at: Where::Path(vec![]),
+                message: format!(
+                    "too many problems: {more_errors} more errors and {more_warnings} more warnings are not listed (at most {MAX_DIAGNOSTICS} are)"
+                ),
+            });
+        }
+        let paths: Vec<&[Segment]> = self
+            .found
+            .iter()
+            .filter_map(|f| match &f.at {
+                Where::Path(p) => Some(p.as_slice()),
+                Where::At(..) => None,
+            })
+            .collect();
+        let offsets = locate::offsets(data, &paths);
+        let mut positions = locate::positions(data, &offsets).into_iter();
+        let diagnostics = self
+            .found
             .into_iter()
-            .map(|(severity, path, message)| {
-                let (line, column) = locate::position(data, &path);
+            .map(|f| {
+                let (path, (line, column)) = match f.at {
+                    Where::Path(p) => (path_string(&p), positions.next().unwrap_or((1, 1))),
+                    Where::At(line, column) => (String::new(), (line, column)),
+                };
                 Diagnostic {
-                    severity,
-                    path: path_string(&path),
+                    severity: f.severity,
+                    path,
                     line,
                     column,
-                    message,
+                    message: f.message,
                 }
             })
-            .collect()
+            .collect();
+        Outcome {
+            diagnostics,
+            errors: self.errors,
+            syntax: self.syntax,
+        }
     }
 
     fn item(
@@ -248,7 +480,7 @@ impl Checker<'_> {
             );
             return None;
         };
-        let errors_before = self.errors();
+        let errors_before = self.errors;
         for k in obj.keys() {
             if !QUIET_ITEM_KEYS.contains(&k.as_str()) {
                 self.warn(at(&[k]), "unknown key, ignored".into());
@@ -261,7 +493,7 @@ impl Checker<'_> {
         let mut annotations = BTreeMap::new();
         match obj.remove("metadata") {
             None => self.error(at(&["metadata"]), "required object is missing".into()),
-            Some(Value::Object(meta)) => {
+            Some(Value::Object(mut meta)) => {
                 for k in meta.keys() {
                     if !KEPT_METADATA.contains(&k.as_str()) {
                         self.warn(
@@ -270,34 +502,34 @@ impl Checker<'_> {
                         );
                     }
                 }
-                match meta.get("name") {
+                match meta.remove("name") {
                     None => {
                         self.error(at(&["metadata", "name"]), "required name is missing".into())
                     }
-                    Some(Value::String(n)) => match dns1123_subdomain_problem(n) {
+                    Some(Value::String(n)) => match dns1123_subdomain_problem(&n) {
                         Some(why) => self.error(
                             at(&["metadata", "name"]),
-                            format!("{n:?} is not a valid name: {why}"),
+                            format!("{} is not a valid name: {why}", quote(&n)),
                         ),
                         None => {
-                            if let Some(first) = first_use.get(n) {
+                            if let Some(first) = first_use.get(&n) {
                                 self.error(
                                     at(&["metadata", "name"]),
                                     format!("duplicate name {n:?}, already used by [{first}]"),
                                 );
                             } else {
                                 first_use.insert(n.clone(), i);
-                                name = Some(n.clone());
+                                name = Some(n);
                             }
                         }
                     },
                     Some(other) => self.error(
                         at(&["metadata", "name"]),
-                        format!("must be a string, found {}", kind_of(other)),
+                        format!("must be a string, found {}", kind_of(&other)),
                     ),
                 }
                 for (field, is_label) in [("labels", true), ("annotations", false)] {
-                    if let Some(v) = meta.get(field) {
+                    if let Some(v) = meta.remove(field) {
                         let target = if is_label {
                             &mut labels
                         } else {
@@ -305,6 +537,16 @@ impl Checker<'_> {
                         };
                         self.string_map(at(&["metadata", field]), v, is_label, target);
                     }
+                }
+                let annotation_bytes: usize =
+                    annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+                if annotation_bytes > MAX_ANNOTATIONS_BYTES {
+                    self.error(
+                        at(&["metadata", "annotations"]),
+                        format!(
+                            "annotations hold {annotation_bytes} bytes, more than the {MAX_ANNOTATIONS_BYTES} bytes Kubernetes allows"
+                        ),
+                    );
                 }
             }
             Some(other) => self.error(
@@ -329,7 +571,7 @@ impl Checker<'_> {
             }
         };
 
-        if self.errors() > errors_before {
+        if self.errors > errors_before {
             return None;
         }
         let version = ChannelVersion {
@@ -351,43 +593,58 @@ impl Checker<'_> {
         Some(version)
     }
 
-    fn errors(&self) -> usize {
-        self.found
-            .iter()
-            .filter(|(s, _, _)| *s == Severity::Error)
-            .count()
-    }
-
     fn string_map(
         &mut self,
         path: Vec<Segment>,
-        value: &Value,
+        value: Value,
         is_label: bool,
         into: &mut BTreeMap<String, String>,
     ) {
-        let Value::Object(map) = value else {
-            self.error(
-                path,
-                format!("must be an object of strings, found {}", kind_of(value)),
-            );
-            return;
+        let map = match value {
+            Value::Object(map) => map,
+            Value::Null => return,
+            other => {
+                self.error(
+                    path,
+                    format!("must be an object of strings, found {}", kind_of(&other)),
+                );
+                return;
+            }
         };
         for (k, v) in map {
-            let mut p = path.clone();
-            p.push(key(k));
+            let at = || {
+                let mut p = path.clone();
+                p.push(key(&k));
+                p
+            };
             let Value::String(s) = v else {
-                self.error(p, format!("must be a string, found {}", kind_of(v)));
+                self.error(at(), format!("must be a string, found {}", kind_of(&v)));
                 continue;
             };
-            if let Some(why) = qualified_name_problem(k) {
-                self.error(p, format!("{k:?} is not a valid key: {why}"));
+            if let Some(why) = qualified_name_problem(&k) {
+                self.error(at(), format!("{} is not a valid key: {why}", quote(&k)));
                 continue;
             }
-            if is_label && let Some(why) = label_value_problem(s) {
-                self.error(p, format!("{s:?} is not a valid label value: {why}"));
+            if is_label && let Some(why) = label_value_problem(&s) {
+                self.error(
+                    at(),
+                    format!("{} is not a valid label value: {why}", quote(&s)),
+                );
                 continue;
             }
-            into.insert(k.clone(), s.clone());
+            if is_label && k == CHANNEL_LABEL {
+                self.warn(
+                    at(),
+                    "ignored: the operator sets this label to the channel's name".into(),
+                );
+            }
+            if !is_label && k == NO_LONGER_IN_SYNC_ANNOTATION {
+                self.warn(
+                    at(),
+                    "ignored: the operator manages this annotation itself".into(),
+                );
+            }
+            into.insert(k, s);
         }
     }
 
@@ -406,7 +663,7 @@ impl Checker<'_> {
                 self.warn(at(k), "unknown key, ignored".into());
             }
         }
-        let before = self.errors();
+        let before = self.errors;
         let optional_string =
             |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k) {
                 None | Some(Value::Null) => None,
@@ -430,7 +687,7 @@ impl Checker<'_> {
             Some(other) => {
                 self.error(
                     at("type"),
-                    format!("must be \"container\" or \"iso\", found {other}"),
+                    format!("must be \"container\" or \"iso\", found {}", show(&other)),
                 );
                 String::new()
             }
@@ -470,7 +727,7 @@ impl Checker<'_> {
                 None => self.error(p, format!("required for a {type_} version")),
             }
         }
-        (self.errors() == before).then_some(ManagedOSVersionSpec {
+        (self.errors == before).then_some(ManagedOSVersionSpec {
             version,
             type_,
             min_version,
@@ -491,24 +748,44 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
+/// A value for a message: scalars as JSON (long strings shortened), containers by kind.
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => quote(s),
+        Value::Array(_) | Value::Object(_) => kind_of(v).into(),
+        scalar => scalar.to_string(),
+    }
+}
+
+/// A string quoted for a message; one too long to read is shortened and its length given.
+fn quote(s: &str) -> String {
+    let count = s.chars().count();
+    if count <= QUOTE_CHARS {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(QUOTE_CHARS - 20).collect();
+    format!("{head:?}... ({count} characters)")
+}
+
 fn approx_size(v: &ChannelVersion) -> usize {
     fn value(v: &Value) -> usize {
         match v {
             Value::String(s) => s.len() + 2,
             Value::Array(a) => a.iter().map(value).sum::<usize>() + a.len() + 2,
-            Value::Object(m) => m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2,
+            Value::Object(m) => object(m),
             _ => 8,
         }
     }
+    fn object(m: &Map<String, Value>) -> usize {
+        m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2
+    }
     let maps =
         |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
-    let objects =
-        |m: &Option<Map<String, Value>>| m.as_ref().map_or(0, |m| value(&Value::Object(m.clone())));
     v.name.len()
         + maps(&v.labels)
         + maps(&v.annotations)
-        + objects(&v.spec.metadata)
-        + objects(&v.spec.upgrade_container)
+        + v.spec.metadata.as_ref().map_or(0, object)
+        + v.spec.upgrade_container.as_ref().map_or(0, object)
         + v.spec.version.as_ref().map_or(0, String::len)
         + v.spec.min_version.as_ref().map_or(0, String::len)
 }
@@ -582,73 +859,166 @@ fn name_part_problem(s: &str) -> Option<String> {
     None
 }
 
-/// Finds where a JSON path's value starts in the raw text. Only used to place diagnostics,
-/// so it favours simplicity over speed; the text is known to be valid JSON.
+/// Finds where values start in the raw text, for diagnostics only. Every item it looks
+/// into was read whole by serde_json, so it is valid JSON; it still never indexes out of
+/// bounds on any input.
 mod locate {
+    use std::collections::{BTreeMap, HashMap, HashSet};
+
     use super::Segment;
 
-    pub fn position(data: &[u8], path: &[Segment]) -> (usize, usize) {
-        let offset = find(data, path).unwrap_or(0);
-        line_col(data, offset)
+    /// Characters in UTF-8 text (bytes that do not continue a character).
+    pub fn count_chars(text: &[u8]) -> usize {
+        text.iter().filter(|b| (**b as i8) >= -0x40).count()
     }
 
-    fn line_col(data: &[u8], offset: usize) -> (usize, usize) {
-        let before = &data[..offset.min(data.len())];
-        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
-        let line_start = before
-            .iter()
-            .rposition(|b| *b == b'\n')
-            .map_or(0, |p| p + 1);
-        // Columns count characters, not bytes.
-        let column = String::from_utf8_lossy(&before[line_start..])
-            .chars()
-            .count()
-            + 1;
-        (line, column)
-    }
-
-    fn find(data: &[u8], path: &[Segment]) -> Option<usize> {
-        let mut pos = skip_ws(data, 0);
-        for seg in path {
-            pos = match seg {
-                Segment::Index(want) => {
-                    if data.get(pos) != Some(&b'[') {
-                        return Some(pos);
-                    }
-                    let mut p = skip_ws(data, pos + 1);
-                    for _ in 0..*want {
-                        p = skip_ws(data, skip_value(data, p)?);
-                        p = skip_ws(data, p + 1); // the comma
-                    }
-                    p
+    /// Byte offset of the value at each path, or of its deepest ancestor that exists (a
+    /// missing key is reported at the object that lacks it). One pass over the text up to
+    /// the last item concerned, plus one walk of each item concerned.
+    pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
+        let root = skip_ws(data, 0);
+        let mut out = vec![root; paths.len()];
+        if data.get(root) != Some(&b'[') {
+            return out;
+        }
+        let mut by_item: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (n, path) in paths.iter().enumerate() {
+            if let Some(Segment::Index(i)) = path.first() {
+                by_item.entry(*i).or_default().push(n);
+            }
+        }
+        let mut index = 0;
+        let mut pos = skip_ws(data, root + 1);
+        for (item, wanted) in by_item {
+            while index < item {
+                let Some(end) = skip_value(data, pos) else {
+                    return out;
+                };
+                pos = skip_ws(data, end);
+                if data.get(pos) != Some(&b',') {
+                    return out;
                 }
-                Segment::Key(want) => {
-                    if data.get(pos) != Some(&b'{') {
-                        return Some(pos);
-                    }
-                    let mut p = skip_ws(data, pos + 1);
-                    let mut found = None;
-                    // The last duplicate key wins, as when parsing; so keep scanning.
-                    while data.get(p) == Some(&b'"') {
-                        let key_end = skip_string(data, p)?;
-                        let key: String = serde_json::from_slice(&data[p..key_end]).ok()?;
-                        let value_start = skip_ws(data, skip_ws(data, key_end) + 1);
-                        if &key == want {
-                            found = Some(value_start);
-                        }
-                        p = skip_ws(data, skip_value(data, value_start)?);
-                        if data.get(p) == Some(&b',') {
-                            p = skip_ws(data, p + 1);
-                        }
-                    }
-                    found.unwrap_or(pos)
+                pos = skip_ws(data, pos + 1);
+                index += 1;
+            }
+            let tails: Vec<&[Segment]> = wanted.iter().map(|n| &paths[*n][1..]).collect();
+            let found = walk_item(data, pos, &tails);
+            for (n, tail) in wanted.into_iter().zip(tails) {
+                out[n] = (0..=tail.len())
+                    .rev()
+                    .find_map(|len| found.get(&tail[..len]).copied())
+                    .unwrap_or(pos);
+            }
+        }
+        out
+    }
+
+    /// Offsets of the values at the given paths (and their ancestors) inside the item that
+    /// starts at `start`. The last of duplicate keys wins, as when parsing.
+    fn walk_item<'p>(
+        data: &[u8],
+        start: usize,
+        paths: &[&'p [Segment]],
+    ) -> HashMap<&'p [Segment], usize> {
+        let mut prefixes: HashSet<&'p [Segment]> = HashSet::new();
+        for p in paths {
+            for len in 0..=p.len() {
+                prefixes.insert(&p[..len]);
+            }
+        }
+        let mut found = HashMap::new();
+        found.insert(&[][..], start);
+        let mut path = Vec::new();
+        walk(data, start, &mut path, &prefixes, &mut found);
+        found
+    }
+
+    fn walk<'p>(
+        data: &[u8],
+        pos: usize,
+        path: &mut Vec<Segment>,
+        prefixes: &HashSet<&'p [Segment]>,
+        found: &mut HashMap<&'p [Segment], usize>,
+    ) -> Option<()> {
+        let visit =
+            |path: &mut Vec<Segment>, value: usize, found: &mut HashMap<&'p [Segment], usize>| {
+                if let Some(p) = prefixes.get(path.as_slice()) {
+                    // A later duplicate key replaces everything found under an earlier one.
+                    found.retain(|k, _| !(k.len() > p.len() && k.starts_with(p)));
+                    found.insert(*p, value);
+                    walk(data, value, path, prefixes, found);
                 }
             };
+        match data.get(pos)? {
+            b'{' => {
+                let mut p = skip_ws(data, pos + 1);
+                while data.get(p) == Some(&b'"') {
+                    let key_end = skip_string(data, p)?;
+                    let key = read_key(&data[p..key_end])?;
+                    let colon = skip_ws(data, key_end);
+                    let value = skip_ws(data, colon + 1);
+                    path.push(Segment::Key(key));
+                    visit(path, value, found);
+                    path.pop();
+                    p = skip_ws(data, skip_value(data, value)?);
+                    if data.get(p) == Some(&b',') {
+                        p = skip_ws(data, p + 1);
+                    }
+                }
+            }
+            b'[' => {
+                let mut p = skip_ws(data, pos + 1);
+                let mut i = 0;
+                while !matches!(data.get(p), None | Some(b']')) {
+                    path.push(Segment::Index(i));
+                    visit(path, p, found);
+                    path.pop();
+                    p = skip_ws(data, skip_value(data, p)?);
+                    if data.get(p) == Some(&b',') {
+                        p = skip_ws(data, p + 1);
+                    } else {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            _ => {}
         }
-        Some(pos)
+        Some(())
     }
 
-    fn skip_ws(data: &[u8], mut p: usize) -> usize {
+    fn read_key(quoted: &[u8]) -> Option<String> {
+        let inner = quoted.get(1..quoted.len().checked_sub(1)?)?;
+        if inner.contains(&b'\\') {
+            serde_json::from_slice(quoted).ok()
+        } else {
+            String::from_utf8(inner.to_vec()).ok()
+        }
+    }
+
+    /// 1-based (line, column in characters) of each offset, in one pass over the text.
+    pub fn positions(data: &[u8], offsets: &[usize]) -> Vec<(usize, usize)> {
+        let mut order: Vec<usize> = (0..offsets.len()).collect();
+        order.sort_by_key(|n| offsets[*n]);
+        let mut out = vec![(1, 1); offsets.len()];
+        let (mut cur, mut line, mut column) = (0usize, 1usize, 1usize);
+        for n in order {
+            let target = offsets[n].min(data.len());
+            let span = &data[cur..target];
+            match span.iter().rposition(|b| *b == b'\n') {
+                Some(last) => {
+                    line += span.iter().filter(|b| **b == b'\n').count();
+                    column = count_chars(&span[last + 1..]) + 1;
+                }
+                None => column += count_chars(span),
+            }
+            cur = target;
+            out[n] = (line, column);
+        }
+        out
+    }
+
+    pub fn skip_ws(data: &[u8], mut p: usize) -> usize {
         while matches!(data.get(p), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             p += 1;
         }
@@ -681,7 +1051,7 @@ mod locate {
                         }
                         b'{' | b'[' => depth += 1,
                         b'}' | b']' => {
-                            depth -= 1;
+                            depth = depth.checked_sub(1)?;
                             if depth == 0 {
                                 return Some(q + 1);
                             }
@@ -699,7 +1069,7 @@ mod locate {
                 ) {
                     q += 1;
                 }
-                Some(q)
+                (q > p).then_some(q)
             }
         }
     }

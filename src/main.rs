@@ -30,10 +30,14 @@ enum Command {
         file: PathBuf,
     },
     /// Check channel data files (or `-` for stdin) with the operator's rules.
+    ///
+    /// Reports every problem with file, line, column and JSON path. Exit code 0 when all
+    /// inputs are valid, 1 when any is invalid or unreadable, 2 on a usage error.
     Validate {
         /// Files to check; `-` reads standard input.
         #[arg(value_name = "FILE|-", required = true)]
-        files: Vec<String>,
+        files: Vec<PathBuf>,
+        /// `text` for people (like a compiler's diagnostics), `json` for tools (see docs/validate.md).
         #[arg(long, value_enum, default_value = "text")]
         format: validate::Format,
     },
@@ -74,10 +78,16 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             rt.block_on(display::run(&file))?;
         }
         Command::Validate { files, format } => {
-            let reports: Vec<_> = files.iter().map(|f| validate::check_input(f)).collect();
-            let mut out = std::io::stdout().lock();
-            let valid =
-                validate::write(&mut out, &reports, format).wrap_err("cannot write the report")?;
+            if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
+                clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "`-` (standard input) can be given only once\n",
+                )
+                .exit();
+            }
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let valid = validate::run(&files, format, &mut out, &mut std::io::stderr())
+                .wrap_err("cannot write the report")?;
             if !valid {
                 return Ok(ExitCode::from(1));
             }

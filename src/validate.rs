@@ -1,11 +1,16 @@
 //! The `validate` subcommand: lints channel data with the operator's own rules
-//! (`channel::check`) and reports every problem, for people (text) or tools (json).
+//! (`channel::check_each`) and reports every problem, for people (text) or tools (json).
+//! The json output's schema is documented in `docs/validate.md`; keep them in step.
 
 use std::io::{Read, Write};
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::channel::{self, Diagnostic, Severity};
+
+/// Version of the `--format json` document; bumped only on incompatible changes.
+pub const JSON_SCHEMA: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -16,57 +21,143 @@ pub enum Format {
 /// The result for one input.
 #[derive(Debug, Serialize)]
 pub struct FileReport {
+    /// The name as given (`<stdin>` for `-`).
     pub file: String,
+    /// No read error and no error diagnostic.
     pub valid: bool,
+    /// Why the input could not be read; it was not checked then.
+    pub read_error: Option<String>,
+    /// The versions the operator would sync: all of them when valid, else 0.
     pub versions: usize,
     pub errors: usize,
     pub warnings: usize,
+    /// Errors first, then warnings, each in document order (line, then column).
     pub diagnostics: Vec<Diagnostic>,
     #[serde(skip)]
     source: Vec<u8>,
 }
 
 /// Checks one input; `-` is standard input. An unreadable input is an invalid one.
-pub fn check_input(name: &str) -> FileReport {
-    let read = if name == "-" {
+pub fn check_input(name: &Path) -> FileReport {
+    let stdin = name.as_os_str() == "-";
+    let read = if stdin {
         let mut buf = Vec::new();
-        std::io::stdin().read_to_end(&mut buf).map(|_| buf)
+        std::io::stdin().lock().read_to_end(&mut buf).map(|_| buf)
     } else {
         std::fs::read(name)
     };
-    let display_name = if name == "-" { "<stdin>" } else { name };
+    let display_name = if stdin {
+        "<stdin>".to_string()
+    } else {
+        name.display().to_string()
+    };
     match read {
-        Ok(data) => report(display_name, data),
+        Ok(data) => report(&display_name, data),
         Err(e) => FileReport {
-            file: display_name.into(),
+            read_error: Some(format!("cannot read {display_name}: {}", io_reason(&e))),
+            file: display_name,
             valid: false,
             versions: 0,
-            errors: 1,
+            errors: 0,
             warnings: 0,
-            diagnostics: vec![Diagnostic {
-                severity: Severity::Error,
-                path: String::new(),
-                line: 0,
-                column: 0,
-                message: format!("cannot read the file: {e}"),
-            }],
+            diagnostics: Vec::new(),
             source: Vec::new(),
         },
     }
 }
 
+/// "No such file or directory (os error 2)" reads better as "no such file or directory".
+fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.find(" (os error ") {
+        Some(cut) => &text[..cut],
+        None => &text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text.to_string(),
+    }
+}
+
+/// Checks data that was read already.
 pub fn report(file: &str, data: Vec<u8>) -> FileReport {
-    let r = channel::check(&data);
-    let errors = r.errors().count();
+    let mut versions = 0usize;
+    let mut diagnostics = channel::check_each(&data, |_| versions += 1);
+    // Stable: diagnostics at the same place keep the order the checks found them in.
+    diagnostics.sort_by_key(|d| (d.severity, d.line, d.column));
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     FileReport {
         file: file.into(),
         valid: errors == 0,
-        versions: if errors == 0 { r.versions.len() } else { 0 },
+        read_error: None,
+        versions: if errors == 0 { versions } else { 0 },
         errors,
-        warnings: r.diagnostics.len() - errors,
-        diagnostics: r.diagnostics,
+        warnings: diagnostics.len() - errors,
+        diagnostics,
         source: data,
     }
+}
+
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    schema: u32,
+    valid: bool,
+    files: &'a [FileReport],
+}
+
+/// Checks every input and writes the reports: text as each input is done (so only one
+/// input is in memory at a time), json as one document at the end. Unreadable inputs are
+/// also reported on `err` in text mode. Returns whether all inputs are valid.
+pub fn run(
+    inputs: &[impl AsRef<Path>],
+    format: Format,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> std::io::Result<bool> {
+    let mut all_valid = true;
+    let mut kept = Vec::new();
+    let (mut valid_files, mut invalid_files) = (0, 0);
+    for input in inputs {
+        let mut r = check_input(input.as_ref());
+        all_valid &= r.valid;
+        if r.valid {
+            valid_files += 1;
+        } else {
+            invalid_files += 1;
+        }
+        match format {
+            Format::Text => match &r.read_error {
+                Some(e) => {
+                    out.flush()?;
+                    writeln!(err, "error: {e}")?;
+                }
+                None => write_text(out, &r)?,
+            },
+            Format::Json => {
+                r.source = Vec::new();
+                kept.push(r);
+            }
+        }
+    }
+    match format {
+        Format::Json => write(out, &kept, format)?,
+        Format::Text => {
+            if inputs.len() > 1 {
+                writeln!(
+                    out,
+                    "{} inputs: {valid_files} valid, {invalid_files} invalid",
+                    inputs.len()
+                )?;
+            }
+            all_valid
+        }
+    };
+    out.flush()?;
+    Ok(all_valid)
 }
 
 /// Writes the reports; returns whether all inputs are valid.
@@ -78,13 +169,20 @@ pub fn write(
     let all_valid = reports.iter().all(|r| r.valid);
     match format {
         Format::Json => {
-            let doc = serde_json::json!({ "valid": all_valid, "files": reports });
+            let doc = JsonDoc {
+                schema: JSON_SCHEMA,
+                valid: all_valid,
+                files: reports,
+            };
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)?;
         }
         Format::Text => {
             for r in reports {
-                write_text(out, r)?;
+                match &r.read_error {
+                    Some(e) => writeln!(out, "error: {e}")?,
+                    None => write_text(out, r)?,
+                }
             }
         }
     }
@@ -92,7 +190,8 @@ pub fn write(
 }
 
 fn write_text(out: &mut impl Write, r: &FileReport) -> std::io::Result<()> {
-    for d in &r.diagnostics {
+    let excerpts = excerpts(&r.source, &r.diagnostics);
+    for (d, excerpt) in r.diagnostics.iter().zip(excerpts) {
         let level = match d.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
@@ -103,12 +202,8 @@ fn write_text(out: &mut impl Write, r: &FileReport) -> std::io::Result<()> {
             format!("{}: ", d.path)
         };
         writeln!(out, "{level}: {path}{}", d.message)?;
-        if d.line == 0 {
-            writeln!(out, "  --> {}", r.file)?;
-            continue;
-        }
         writeln!(out, "  --> {}:{}:{}", r.file, d.line, d.column)?;
-        if let Some((excerpt, caret)) = excerpt(&r.source, d.line, d.column) {
+        if let Some((excerpt, caret)) = excerpt {
             let gutter = d.line.to_string();
             let pad = " ".repeat(gutter.len());
             writeln!(out, "{pad} |")?;
@@ -117,7 +212,12 @@ fn write_text(out: &mut impl Write, r: &FileReport) -> std::io::Result<()> {
         }
     }
     let summary = if r.valid {
-        format!("{}: valid, {} versions", r.file, r.versions)
+        format!(
+            "{}: valid, {} {}",
+            r.file,
+            r.versions,
+            plural(r.versions, "version")
+        )
     } else {
         format!("{}: invalid", r.file)
     };
@@ -142,33 +242,95 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// Up to 80 characters of the line around the column, and where the caret goes in them.
-/// Channel files are often one long line, so the line is never printed whole.
-fn excerpt(source: &[u8], line: usize, column: usize) -> Option<(String, usize)> {
+/// The excerpt of each diagnostic's line, in one pass over the source however many
+/// diagnostics there are and however long the lines (channel files are often one line).
+fn excerpts(source: &[u8], diagnostics: &[Diagnostic]) -> Vec<Option<(String, usize)>> {
+    // Positions are counted after a byte order mark, as editors show them.
+    let source = source.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(source);
+    let mut out = vec![None; diagnostics.len()];
+    let mut order: Vec<usize> = (0..diagnostics.len()).collect();
+    order.sort_by_key(|n| (diagnostics[*n].line, diagnostics[*n].column));
+    let mut lines = source.split(|b| *b == b'\n');
+    let (mut line_no, mut line): (usize, &[u8]) = (0, &[]);
+    // Within the current line: a byte offset and the character column it is at.
+    let (mut byte, mut column) = (0usize, 1usize);
+    for n in order {
+        let d = &diagnostics[n];
+        if d.line == 0 {
+            continue;
+        }
+        while line_no < d.line {
+            let Some(next) = lines.next() else {
+                return out;
+            };
+            line = next.strip_suffix(b"\r").unwrap_or(next);
+            line_no += 1;
+            (byte, column) = (0, 1);
+        }
+        while column < d.column && byte < line.len() {
+            byte += 1;
+            while byte < line.len() && is_continuation(line[byte]) {
+                byte += 1;
+            }
+            column += 1;
+        }
+        out[n] = Some(excerpt_at(line, byte));
+    }
+    out
+}
+
+fn is_continuation(b: u8) -> bool {
+    (b as i8) < -0x40
+}
+
+/// Up to 80 characters of `line` around the byte offset `at`, and where the caret goes.
+fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
     const WIDTH: usize = 80;
-    let text = source.split(|b| *b == b'\n').nth(line - 1)?;
-    let chars: Vec<char> = String::from_utf8_lossy(text)
-        .trim_end_matches('\r')
-        .chars()
-        .map(|c| if c == '\t' { ' ' } else { c })
-        .collect();
-    let at = (column - 1).min(chars.len());
-    let start = if chars.len() <= WIDTH {
-        0
-    } else {
-        at.saturating_sub(WIDTH / 2).min(chars.len() - WIDTH)
+    let back = |mut p: usize| {
+        p -= 1;
+        while p > 0 && is_continuation(line[p]) {
+            p -= 1;
+        }
+        p
     };
-    let end = (start + WIDTH).min(chars.len());
-    let mut excerpt: String = chars[start..end].iter().collect();
-    let mut caret = at - start;
+    let forward = |mut p: usize| {
+        p += 1;
+        while p < line.len() && is_continuation(line[p]) {
+            p += 1;
+        }
+        p
+    };
+    let (mut start, mut before) = (at, 0);
+    while start > 0 && before < WIDTH / 2 {
+        start = back(start);
+        before += 1;
+    }
+    let (mut end, mut width) = (at, before);
+    while end < line.len() && width < WIDTH {
+        end = forward(end);
+        width += 1;
+    }
+    // Near the end of a long line, show more of what comes before.
+    while start > 0 && width < WIDTH {
+        start = back(start);
+        width += 1;
+    }
+    let clean = |bytes: &[u8]| -> String {
+        String::from_utf8_lossy(bytes)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
+    let mut excerpt = clean(&line[start..end]);
+    let mut caret = clean(&line[start..at]).chars().count();
     if start > 0 {
         excerpt.insert_str(0, "...");
         caret += 3;
     }
-    if end < chars.len() {
+    if end < line.len() {
         excerpt.push_str("...");
     }
-    Some((excerpt, caret))
+    (excerpt, caret)
 }
 
 #[cfg(test)]
@@ -203,9 +365,79 @@ mod tests {
 
     #[test]
     fn long_lines_are_cut_around_the_column() {
-        let (ex, caret) = excerpt(&[b'x'; 1000], 1, 500).unwrap();
+        let (ex, caret) = excerpt_at(&[b'x'; 1000], 499);
         assert_eq!(ex.len(), 86);
         assert_eq!(caret, 43);
+        // Near the end of the line the window still holds 80 characters.
+        let (ex, caret) = excerpt_at(&[b'x'; 1000], 990);
+        assert_eq!((ex.len(), caret), (83, 73));
+        // Short lines are shown whole.
+        let (ex, caret) = excerpt_at(b"  [1]", 3);
+        assert_eq!((ex.as_str(), caret), ("  [1]", 3));
+    }
+
+    #[test]
+    fn carets_count_characters_not_bytes() {
+        let data = r#"[{"metadata":{"name":"a"},"spec":{"x":"é","type":"rpm"}}]"#;
+        let out = text(data);
+        let column = data[..data.find("\"rpm").unwrap()].chars().count() + 1;
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[1], format!("  --> c.json:1:{column}"), "{out}");
+        let caret = lines[4].chars().position(|c| c == '^').unwrap() - 4;
+        assert_eq!(lines[3].chars().nth(caret + 4), Some('"'), "{out}");
+        assert_eq!(lines[3].chars().nth(caret + 5), Some('r'), "{out}");
+    }
+
+    #[test]
+    fn errors_come_before_warnings_each_in_document_order() {
+        let data = r#"[{"x":1,"metadata":{"name":"a","uid":"u"},"spec":{"type":"iso"}},{"metadata":{"name":"B"},"spec":{"type":"iso","metadata":{"uri":"u"}}}]"#;
+        let r = report("c.json", data.as_bytes().to_vec());
+        let order: Vec<_> = r
+            .diagnostics
+            .iter()
+            .map(|d| (d.severity, d.path.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Severity::Error, "[0].spec.metadata"),
+                (Severity::Error, "[1].metadata.name"),
+                (Severity::Warning, "[0].x"),
+                (Severity::Warning, "[0].metadata.uid"),
+            ]
+        );
+    }
+
+    #[test]
+    fn many_diagnostics_on_one_long_line_are_quick() {
+        let item = r#"{"metadata":{"name":"n","namespace":"x"},"spec":{"type":"iso","metadata":{"uri":"u"}}}"#;
+        let items: Vec<String> = (0..20_000)
+            .map(|i| item.replace("\"n\"", &format!("\"n{i}\"")))
+            .collect();
+        let data = format!("[{}]", items.join(","));
+        let started = std::time::Instant::now();
+        let out = text(&data);
+        assert!(out.ends_with("c.json: valid, 20000 versions (0 errors, 20000 warnings)\n"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn unreadable_inputs_are_invalid_with_a_reason() {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let ok = run(&["/nonexistent/c.json"], Format::Text, &mut out, &mut err).unwrap();
+        assert!(!ok);
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "error: cannot read /nonexistent/c.json: no such file or directory\n"
+        );
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        run(&["/nonexistent/c.json"], Format::Json, &mut out, &mut err).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["files"][0]["read_error"],
+            "cannot read /nonexistent/c.json: no such file or directory"
+        );
+        assert!(err.is_empty());
     }
 
     #[test]
@@ -214,7 +446,9 @@ mod tests {
         let ok = write(&mut out, &[report("c.json", b"[1]".to_vec())], Format::Json).unwrap();
         assert!(!ok);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["schema"], JSON_SCHEMA);
         assert_eq!(v["valid"], false);
+        assert_eq!(v["files"][0]["read_error"], serde_json::Value::Null);
         assert_eq!(v["files"][0]["diagnostics"][0]["path"], "[0]");
         assert_eq!(v["files"][0]["diagnostics"][0]["severity"], "error");
         assert_eq!(v["files"][0]["diagnostics"][0]["line"], 1);
