@@ -127,7 +127,7 @@ async fn json_channel_failures_name_their_cause() {
         (
             "broken",
             format!("{base}/broken.json"),
-            "invalid channel data: line 1, column 28: not valid JSON",
+            "invalid channel data: line 1, column 27: not valid JSON",
         ),
         (
             "refused",

@@ -382,11 +382,20 @@ fn ready_generation(ch: &ManagedOSVersionChannel) -> Option<i64> {
     ready(ch).and_then(|c| c.observed_generation)
 }
 
-fn attempt_time(ch: &ManagedOSVersionChannel) -> Option<String> {
-    ch.status
-        .as_ref()
-        .and_then(|s| s.last_sync_attempt_time.as_ref())
-        .map(|t| t.0.to_string())
+/// What changes with every finished sync attempt. Times have one-second resolution, so
+/// the generation, the on-demand request and the failure count are part of it too.
+fn attempt_time(ch: &ManagedOSVersionChannel) -> String {
+    let Some(s) = ch.status.as_ref() else {
+        return String::new();
+    };
+    format!(
+        "{:?} {:?} {:?} {} {:?}",
+        s.last_sync_attempt_time.as_ref().map(|t| t.0.to_string()),
+        s.sync_requested_at,
+        ready(ch).and_then(|c| c.observed_generation),
+        s.failed_synchronization_attempts,
+        s.last_synced_time.as_ref().map(|t| t.0.to_string()),
+    )
 }
 
 pub const MINUTE: Duration = Duration::from_secs(60);
