@@ -31,10 +31,19 @@ fn chart_dir() -> PathBuf {
     root().join(CHART)
 }
 
-/// A tool on PATH, or a panic that says how to install it.
+/// A tool on PATH (the chart tools also in `scripts/helm bin`, where `scripts/helm
+/// install` puts them), or a panic that says how to install it.
 fn tool(name: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if name != "kubectl"
+        && let Ok(out) = Command::new(root().join("scripts/helm"))
+            .arg("bin")
+            .output()
+    {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    for dir in dirs {
         let candidate = dir.join(name);
         if candidate.is_file() {
             return candidate;
