@@ -7,6 +7,8 @@
 //! stays near the size of the data itself. Positions are only worked out for the values a
 //! diagnostic is about, in one more pass over the text, so valid data never pays for them.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -313,7 +315,26 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
     }
     fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut i = 0;
-        while let Some(item) = seq.next_element::<Value>()? {
+        let duplicates = RefCell::new(Vec::new());
+        loop {
+            let link = Link {
+                up: None,
+                segment: LinkSegment::Index(i),
+            };
+            let seed = ValueSeed {
+                at: &link,
+                duplicates: &duplicates,
+            };
+            let Some(item) = seq.next_element_seed(seed)? else {
+                break;
+            };
+            for path in duplicates.borrow_mut().drain(..) {
+                self.checker.warn(
+                    path,
+                    "duplicate key: only its last value is used, the earlier ones are ignored"
+                        .into(),
+                );
+            }
             if let Some(version) = self.checker.item(i, item, &mut self.first_use) {
                 (self.on_version)(version);
             }
@@ -322,8 +343,16 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
         Ok(None)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Some("an object"))
+        let mut list = false;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            list |= key == "items";
+            map.next_value::<IgnoredAny>()?;
+        }
+        Ok(Some(if list {
+            "an object (a Kubernetes List? the channel data is the array under its \"items\")"
+        } else {
+            "an object"
+        }))
     }
     fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
         Ok(Some("a boolean"))
@@ -342,6 +371,113 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(Some("null"))
+    }
+}
+
+/// Where a value being read sits, as a chain of borrowed segments: no allocation unless a
+/// duplicate key is found and its path is needed.
+struct Link<'a> {
+    up: Option<&'a Link<'a>>,
+    segment: LinkSegment<'a>,
+}
+
+enum LinkSegment<'a> {
+    Index(usize),
+    Key(&'a str),
+}
+
+impl Link<'_> {
+    fn path(&self) -> Vec<Segment> {
+        let mut out = Vec::new();
+        let mut at = Some(self);
+        while let Some(link) = at {
+            out.push(match link.segment {
+                LinkSegment::Index(i) => Segment::Index(i),
+                LinkSegment::Key(k) => key(k),
+            });
+            at = link.up;
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// Reads a [`Value`] as serde_json does, and also notes the paths of duplicate keys, which
+/// serde_json drops silently (the last one wins).
+struct ValueSeed<'a> {
+    at: &'a Link<'a>,
+    duplicates: &'a RefCell<Vec<Vec<Segment>>>,
+}
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ValueSeed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        loop {
+            let link = Link {
+                up: Some(self.at),
+                segment: LinkSegment::Index(out.len()),
+            };
+            let seed = ValueSeed {
+                at: &link,
+                duplicates: self.duplicates,
+            };
+            match seq.next_element_seed(seed)? {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let link = Link {
+                up: Some(self.at),
+                segment: LinkSegment::Key(&k),
+            };
+            let v = map.next_value_seed(ValueSeed {
+                at: &link,
+                duplicates: self.duplicates,
+            })?;
+            let path = out.contains_key(&k).then(|| link.path());
+            if let Some(path) = path {
+                self.duplicates.borrow_mut().push(path);
+            }
+            out.insert(k, v);
+        }
+        Ok(Value::Object(out))
     }
 }
 
@@ -1218,6 +1354,143 @@ mod tests {
     fn paths_quote_keys_that_are_not_identifiers() {
         let p = [Segment::Index(1), key("spec"), key("a/b")];
         assert_eq!(path_string(&p), r#"[1].spec["a/b"]"#);
+    }
+
+    #[test]
+    fn problems_before_a_syntax_error_are_kept_and_the_syntax_error_leads() {
+        let data = "[{\"metadata\":{\"name\":\"A\"},\"spec\":{\"type\":\"iso\",\"metadata\":{\"uri\":\"u\"}}},\n {\"metadata\":";
+        assert_eq!(
+            errors(data),
+            [
+                r#"[0].metadata.name@1:22 "A" is not a valid name: 'A' is not allowed: use lower-case letters, digits, '-' and '.'"#,
+                "@2:13 not valid JSON, the data ends too early (truncated?): EOF while parsing a value",
+            ]
+        );
+        let e = parse(data.as_bytes()).unwrap_err();
+        assert!(e.first.message.contains("truncated"), "{e}");
+        assert_eq!(e.total, 2);
+    }
+
+    #[test]
+    fn encodings_and_empty_data_get_clear_messages() {
+        let bom = check(b"\xEF\xBB\xBF[]");
+        assert!(bom.is_valid());
+        assert_eq!(bom.diagnostics[0].severity, Severity::Warning);
+        assert!(bom.diagnostics[0].message.contains("byte order mark"));
+        let utf16: Vec<u8> = "\u{feff}[]"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        assert_eq!(
+            errors(std::str::from_utf8(&utf16).unwrap_or("\0[")),
+            [
+                "@1:1 the data is not UTF-8 (it looks like UTF-16 or UTF-32): channel data must be UTF-8 JSON"
+            ]
+        );
+        assert_eq!(
+            errors(" \n"),
+            [
+                "@1:1 no data: channel data must be a JSON array of versions (`[]` when there are none)"
+            ]
+        );
+        let e = parse(b"[{\"metadata\":{\"name\":\"a\xFF\"}}]").unwrap_err();
+        assert!(e.first.message.contains("UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        // "é" is two bytes but one column: what follows it on the line is counted in characters.
+        let data = "[{\"metadata\":{\"name\":\"é\"},\"spec\":{\"type\":1}}, é]";
+        assert_eq!(
+            errors(data),
+            [
+                r#"[0].metadata.name@1:22 "é" is not a valid name: 'é' is not allowed: use lower-case letters, digits, '-' and '.'"#,
+                "[0].spec.type@1:42 must be \"container\" or \"iso\", found 1",
+                "@1:47 not valid JSON: expected value",
+            ]
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_warnings_at_the_value_that_is_used() {
+        let data = "[{\"metadata\":{\"name\":\"a\"},\"spec\":{\"type\":\"iso\",\"metadata\":{\"uri\":\"\",\n\"uri\":\"u\"}}}]";
+        let report = check(data.as_bytes());
+        assert!(report.is_valid(), "{:?}", report.diagnostics);
+        let d = &report.diagnostics[0];
+        assert_eq!(
+            (d.path.as_str(), d.line, d.column, d.severity),
+            ("[0].spec.metadata.uri", 2, 7, Severity::Warning)
+        );
+        assert_eq!(
+            report.versions[0].spec.metadata.as_ref().unwrap()["uri"],
+            "u"
+        );
+    }
+
+    #[test]
+    fn long_values_are_shortened_in_messages() {
+        let name = "N".repeat(1_000_000);
+        let data = format!(r#"[{{"metadata":{{"name":"{name}"}},"spec":{{"type":"{name}"}}}}]"#);
+        let errs = errors(&data);
+        assert_eq!(errs.len(), 2);
+        assert!(errs.iter().all(|e| e.len() < 300), "{errs:?}");
+        assert!(errs[0].contains("(1000000 characters)"), "{errs:?}");
+    }
+
+    #[test]
+    fn a_kubernetes_list_gets_a_hint() {
+        assert_eq!(
+            errors(r#"{"kind":"List","items":[]}"#),
+            [
+                "@1:1 channel data must be a JSON array of versions, found an object (a Kubernetes List? the channel data is the array under its \"items\")"
+            ]
+        );
+    }
+
+    #[test]
+    fn reserved_labels_and_oversized_annotations() {
+        let big = "x".repeat(MAX_ANNOTATIONS_BYTES);
+        let data = format!(
+            r#"[{{"metadata":{{"name":"a","labels":{{"rancheros.cattle.io/channel":"x"}},"annotations":{{"rancheros.cattle.io/channel-no-longer-in-sync":"true"}}}},"spec":{{"type":"iso","metadata":{{"uri":"u"}}}}}},
+               {{"metadata":{{"name":"b","labels":null,"annotations":{{"a":"{big}"}}}},"spec":{{"type":"iso","metadata":{{"uri":"u"}}}}}}]"#
+        );
+        let report = check(data.as_bytes());
+        let found: Vec<_> = report
+            .diagnostics
+            .iter()
+            .map(|d| (d.severity, d.path.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    Severity::Warning,
+                    r#"[0].metadata.labels["rancheros.cattle.io/channel"]"#
+                ),
+                (
+                    Severity::Warning,
+                    r#"[0].metadata.annotations["rancheros.cattle.io/channel-no-longer-in-sync"]"#
+                ),
+                (Severity::Error, "[1].metadata.annotations"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_number_of_diagnostics_is_capped_but_all_are_counted() {
+        let data = format!("[{}1]", "1,".repeat(MAX_DIAGNOSTICS + 9));
+        let report = check(data.as_bytes());
+        assert_eq!(report.diagnostics.len(), MAX_DIAGNOSTICS);
+        let last = report.diagnostics.last().unwrap();
+        assert!(
+            last.message
+                .starts_with("too many problems: 11 more errors"),
+            "{last}"
+        );
+        assert_eq!(
+            parse(data.as_bytes()).unwrap_err().total,
+            MAX_DIAGNOSTICS + 10
+        );
     }
 
     #[test]
