@@ -202,10 +202,38 @@ fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Outcome {
         ),
         Err(e) => {
             let (line, column) = char_column(body, e.line(), e.column());
-            checker.syntax_at(line, column, syntax_message(&e));
+            let mut message = syntax_message(&e);
+            if looks_like_yaml(body) {
+                message.push_str(" (this looks like YAML: channel data must be JSON)");
+            }
+            checker.syntax_at(line, column, message);
         }
     }
     checker.finish(body)
+}
+
+/// Whether the first line reads like YAML (`---`, `- item`, `key: value`), a common mix-up.
+fn looks_like_yaml(data: &[u8]) -> bool {
+    let start = locate::skip_ws(data, 0);
+    let line = data[start..]
+        .split(|b| *b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let line = line.trim_end();
+    if line == "---" || line.starts_with("- ") || line == "-" {
+        return true;
+    }
+    match line.split_once(':') {
+        Some((key, rest)) => {
+            !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                && (rest.is_empty() || rest.starts_with(' '))
+        }
+        None => false,
+    }
 }
 
 /// Text in another encoding than UTF-8 fails as JSON with an unhelpful message; say why.
@@ -245,13 +273,16 @@ fn syntax_message(e: &serde_json::Error) -> String {
         None => text,
     };
     if text.starts_with("recursion limit exceeded") {
-        return "arrays and objects are nested too deeply (recursion limit exceeded: at most 128 levels)".into();
+        return "arrays and objects are nested too deeply (recursion limit exceeded: at most 127 levels)".into();
     }
     if text.starts_with("number out of range") {
         return "a number is too large to be read (number out of range)".into();
     }
     if text.starts_with("invalid unicode code point") {
         return "not valid UTF-8 in a string: channel data must be UTF-8 JSON".into();
+    }
+    if text == "expected ident" {
+        return "not valid JSON: unknown word (the only bare words in JSON are true, false and null; strings need double quotes)".into();
     }
     match e.classify() {
         Category::Eof => format!("not valid JSON, the data ends too early (truncated?): {text}"),
@@ -498,6 +529,8 @@ struct Checker {
     errors: usize,
     warnings: usize,
     syntax: Option<usize>,
+    /// Where the first diagnostic past [`MAX_DIAGNOSTICS`] is: the note about them goes there.
+    first_left_out: Option<Where>,
 }
 
 fn key(k: &str) -> Segment {
@@ -517,6 +550,8 @@ impl Checker {
                 at,
                 message,
             });
+        } else if self.first_left_out.is_none() {
+            self.first_left_out = Some(at);
         }
     }
     fn error(&mut self, path: Vec<Segment>, message: String) {
@@ -527,6 +562,7 @@ impl Checker {
     }
     fn syntax_at(&mut self, line: usize, column: usize, message: String) {
         self.errors += 1;
+        // A syntax error ends the data, so it always has a place, past the limit too.
         self.syntax = Some(self.found.len());
         self.found.push(Found {
             severity: Severity::Error,
@@ -555,7 +591,7 @@ impl Checker {
             };
             self.found.push(Found {
                 severity,
-                at: Where::Path(vec![]),
+                at: self.first_left_out.take().unwrap_or(Where::Path(vec![])),
                 message: format!(
                     "too many problems: {more_errors} more errors and {more_warnings} more warnings are not listed (at most {MAX_DIAGNOSTICS} are)"
                 ),
@@ -840,14 +876,17 @@ impl Checker {
                 None
             }
         };
+        let errors_before_metadata = self.errors;
         let metadata = object(self, "metadata", &mut spec);
+        // A metadata of the wrong type was reported already: no need to say what it lacks.
+        let metadata_reported = self.errors > errors_before_metadata;
         let upgrade_container = object(self, "upgradeContainer", &mut spec);
         let required = match type_.as_str() {
             "container" => Some("upgradeImage"),
             "iso" => Some("uri"),
             _ => None,
         };
-        if let Some(field) = required {
+        if let Some(field) = required.filter(|_| !metadata_reported) {
             let mut p = at("metadata");
             p.push(key(field));
             match metadata.as_ref().and_then(|m| m.get(field)) {
