@@ -1200,14 +1200,18 @@ mod locate {
         p
     }
 
-    fn skip_string(data: &[u8], mut p: usize) -> Option<usize> {
-        p += 1;
+    /// The offset just past the string that starts (with its quote) at `p`.
+    fn skip_string(data: &[u8], p: usize) -> Option<usize> {
+        let mut q = p + 1;
         loop {
-            match data.get(p)? {
-                b'\\' => p += 2,
-                b'"' => return Some(p + 1),
-                _ => p += 1,
+            q += data
+                .get(q..)?
+                .iter()
+                .position(|b| matches!(b, b'"' | b'\\'))?;
+            if data[q] == b'"' {
+                return Some(q + 1);
             }
+            q += 2;
         }
     }
 
@@ -1216,25 +1220,31 @@ mod locate {
         match data.get(p)? {
             b'"' => skip_string(data, p),
             b'{' | b'[' => {
-                let mut depth = 0usize;
-                let mut q = p;
-                loop {
-                    match data.get(q)? {
-                        b'"' => {
-                            q = skip_string(data, q)?;
-                            continue;
+                let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+                for (i, b) in data[p..].iter().enumerate() {
+                    if in_string {
+                        if escaped {
+                            escaped = false;
+                        } else if *b == b'\\' {
+                            escaped = true;
+                        } else if *b == b'"' {
+                            in_string = false;
                         }
+                        continue;
+                    }
+                    match b {
+                        b'"' => in_string = true,
                         b'{' | b'[' => depth += 1,
                         b'}' | b']' => {
                             depth = depth.checked_sub(1)?;
                             if depth == 0 {
-                                return Some(q + 1);
+                                return Some(p + i + 1);
                             }
                         }
                         _ => {}
                     }
-                    q += 1;
                 }
+                None
             }
             _ => {
                 let mut q = p;

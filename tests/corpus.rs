@@ -660,3 +660,40 @@ fn random_mutations_of_valid_data_never_panic_and_both_sides_agree() {
     }
     eprintln!("{runs} mutations checked (seed {seed})");
 }
+
+/// The examples in docs/validate.md are real output: the text report and the json
+/// document (schema included) are what the binary prints for the example file.
+#[test]
+fn docs_examples_are_real_output() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/validate.md"))
+            .unwrap();
+    let between = |from: &str, to: &str| -> String {
+        let start = doc
+            .find(from)
+            .unwrap_or_else(|| panic!("{from:?} not in the docs"))
+            + from.len();
+        let end = start + doc[start..].find(to).unwrap();
+        doc[start..end].to_string()
+    };
+    let input = between("$ cat channel.json\n", "$ rancheros-operator");
+    let text = between("$ rancheros-operator validate channel.json\n", "$ echo $?");
+    let json = between("```json\n", "```");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("docs-example");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("channel.json"), input).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("validate")
+            .args(args)
+            .arg("channel.json")
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), text);
+    let out = run(&["--format", "json"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), json);
+}
