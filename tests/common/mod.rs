@@ -89,6 +89,31 @@ pub fn write_script(data: &Value) -> String {
     format!("echo '{text}' > /output/data")
 }
 
+/// Installs (or updates) the CRDs from the Rust types and waits until they serve.
+pub async fn install_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    use kube::runtime::wait::{await_condition, conditions};
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [ManagedOSVersionChannel::crd(), ManagedOSVersion::crd()] {
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply("rancheros-operator-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("installing CRD {name}: {e}"));
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("CRD {name} not established after 30s"))
+        .unwrap_or_else(|e| panic!("waiting for CRD {name}: {e}"));
+    }
+}
+
 pub struct TestNs {
     pub client: Client,
     pub ns: String,
@@ -102,6 +127,7 @@ impl TestNs {
     /// A fresh namespace named after the test, with a watch that records syncer pods.
     pub async fn new(test: &str) -> Self {
         let client = client().await;
+        install_crds(&client).await;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
