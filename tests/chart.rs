@@ -744,8 +744,10 @@ impl Release {
     fn new(prefix: &str, watched: usize) -> Self {
         let ns = unique(prefix);
         let namespaces: Vec<String> = (0..watched).map(|i| format!("{ns}-w{i}")).collect();
+        // Unique: an all-namespaces release's ClusterRole is named after it.
+        let name = format!("ros-{}", ns.rsplit('-').next().unwrap());
         let release = Self {
-            name: "ros".into(),
+            name,
             ns,
             namespaces,
         };
@@ -1022,7 +1024,10 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|e| e["regarding"]["name"] == "testchannel")
+                .filter(|e| {
+                    e["regarding"]["kind"] == "ManagedOSVersionChannel"
+                        && e["regarding"]["name"] == "testchannel"
+                })
                 .cloned()
                 .collect();
             (!ours.is_empty()).then_some(ours)
@@ -1080,7 +1085,7 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
     );
     let unknown = failed("dns-unknown");
     assert!(
-        !unknown.contains("HTTP") && unknown.to_lowercase().contains("dns"),
+        !unknown.contains("HTTP") && unknown.contains("failed to lookup address"),
         "an unknown name did not fail as a DNS error: {unknown}"
     );
     eprintln!("json channel via kubernetes.default.svc: {known}\nunknown name: {unknown}");
@@ -1211,6 +1216,54 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
             rel.sa()
         );
     }
+
+    // An upgrade rolls the pod: the new one takes the Lease, and the restart starts no
+    // sync (the channel's last sync stays as it was).
+    let synced_at = channel["status"]["lastSyncedTime"].clone();
+    let t0 = Instant::now();
+    run(command("helm")
+        .args(["upgrade", &rel.name])
+        .arg(chart_dir())
+        .args([
+            "--namespace",
+            &rel.ns,
+            "--reuse-values",
+            "--wait",
+            "--timeout",
+            "180s",
+        ])
+        .args(["--set", "operator.logFormat=json"]));
+    let new_pod = wait_for(
+        "the upgraded pod to lead",
+        Duration::from_secs(90),
+        diag,
+        || {
+            let pods = rel.operator_pods();
+            let items = pods["items"].as_array().unwrap();
+            let [pod] = items.as_slice() else { return None };
+            let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+            let lease = kubectl_json(&["get", "lease", &rel.fullname(), "--namespace", &rel.ns]);
+            (name != pod_name && lease["spec"]["holderIdentity"] == name.as_str()).then_some(name)
+        },
+    );
+    eprintln!("helm upgrade, new leader {new_pod}: {:?}", t0.elapsed());
+    let log = run(kubectl().args(["logs", &new_pod, "--namespace", &rel.ns]));
+    assert!(
+        log.lines().next().is_some_and(|l| l.starts_with('{')),
+        "logFormat=json: {log}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let channel = kubectl_json(&[
+        "get",
+        "managedosversionchannel",
+        "testchannel",
+        "--namespace",
+        &watched,
+    ]);
+    assert_eq!(
+        channel["status"]["lastSyncedTime"], synced_at,
+        "a restart started a sync"
+    );
 
     // Uninstall keeps the CRDs and what the operator made.
     let t0 = Instant::now();
