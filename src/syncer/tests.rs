@@ -75,6 +75,36 @@ fn ready(d: &Decision) -> &Condition {
         .expect("a Ready condition")
 }
 
+/// The decision with only the pod observed.
+fn at_pod(ch: &ManagedOSVersionChannel, pod: &Pod, now: Timestamp) -> Decision {
+    decide(
+        &Observation {
+            pod: Some(pod),
+            ..obs(ch, now)
+        },
+        &settings(),
+    )
+}
+
+/// The decision once the display log and the versions are read too.
+fn reading(
+    ch: &ManagedOSVersionChannel,
+    pod: &Pod,
+    log: &[u8],
+    versions: &[ManagedOSVersion],
+    now: Timestamp,
+) -> Decision {
+    decide(
+        &Observation {
+            pod: Some(pod),
+            display_log: Some(log),
+            versions: Some(versions),
+            ..obs(ch, now)
+        },
+        &settings(),
+    )
+}
+
 fn descriptions(d: &Decision) -> Vec<String> {
     d.actions.iter().map(Action::describe).collect()
 }
@@ -173,13 +203,7 @@ fn a_working_pod_is_left_alone_until_its_deadline() {
     let ch = sample_channel();
     let pod = pod_in(&ch, t(0), json!({"phase": "Pending"}));
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(100))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(100));
     assert_eq!(d.actions, vec![]);
     assert_eq!(d.status, None, "no status write when nothing changed");
     assert_eq!(d.requeue, Some(Duration::from_secs(200)));
@@ -190,13 +214,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
     let ch = sample_channel();
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
     let pod = pod_in(&ch, t(0), ready_pod_status());
-    let first = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let first = at_pod(&ch, &pod, t(3));
     assert_eq!(
         first.needs,
         Needs {
@@ -206,15 +224,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
         }
     );
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log),
-            versions: Some(&[]),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log, &[], t(3));
     assert_eq!(
         descriptions(&d),
         ["apply version foo", "apply version bar", "delete pod chan"]
@@ -245,15 +255,7 @@ fn the_next_sync_is_due_one_interval_after_the_last() {
     let mut ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
     let pod = pod_in(&ch, t(0), ready_pod_status());
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log),
-            versions: Some(&[]),
-            ..obs(&ch, t(5))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log, &[], t(5));
     ch = with_status(&ch, &d);
     // Restarts and status echoes: nothing to do until the interval is up.
     let d = decide(&obs(&ch, t(65)), &settings());
@@ -270,15 +272,7 @@ fn on_demand_annotation_and_spec_changes_sync_at_once() {
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
     let pod = pod_in(&ch, t(0), ready_pod_status());
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log),
-            versions: Some(&[]),
-            ..obs(&ch, t(5))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log, &[], t(5));
     let ch = with_status(&ch, &d);
 
     let mut requested = ch.clone();
@@ -309,15 +303,7 @@ fn a_still_incomplete_log_is_read_again_shortly() {
     let ch = sample_channel();
     let pod = pod_in(&ch, t(0), ready_pod_status());
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log[..log.len() - 3]),
-            versions: Some(&[]),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log[..log.len() - 3], &[], t(3));
     assert_eq!(d.actions, vec![]);
     assert_eq!(d.requeue, Some(POLL));
 }
@@ -337,15 +323,7 @@ fn a_display_container_that_stopped_with_partial_output_fails_the_sync() {
         }),
     );
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log[..20]),
-            versions: Some(&[]),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log[..20], &[], t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(
         ready(&d)
@@ -359,13 +337,7 @@ fn a_failing_runner_fails_the_sync_with_exit_code_and_output_tail() {
     let ch = sample_channel();
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
     let pod = pod_in(&ch, t(0), runner_failed_status(3));
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(4))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(4));
     assert!(d.needs.runner_log);
     let d = decide(
         &Observation {
@@ -408,15 +380,7 @@ fn invalid_data_fails_the_sync_and_touches_no_version() {
             },
         ),
     )];
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log),
-            versions: Some(&existing),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log, &existing, t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");
@@ -482,24 +446,12 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
         json!({"phase": "Pending", "initContainerStatuses": [{"name": "runner", "ready": false, "restartCount": 0,
             "image": "", "imageID": "", "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "image not present"}}}]}),
     );
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(29))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(29));
     assert_eq!(
         (d.actions.len(), d.requeue),
         (0, Some(Duration::from_secs(1)))
     );
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(30))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(30));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(
         ready(&d).message.starts_with(
@@ -557,13 +509,7 @@ fn pods_from_another_operator_image_or_generation_are_replaced() {
 
     let mut newer = ch.clone();
     newer.metadata.generation = Some(2);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&newer, t(3))
-        },
-        &settings(),
-    );
+    let d = at_pod(&newer, &pod, t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
 }
 
@@ -572,13 +518,7 @@ fn a_terminating_pod_delays_the_next_sync() {
     let ch = sample_channel();
     let mut pod = pod_in(&ch, t(0), ready_pod_status());
     pod.metadata.deletion_timestamp = Some(Time(t(1)));
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.actions, vec![]);
     assert_eq!(d.requeue, Some(POLL));
 }
@@ -588,13 +528,7 @@ fn a_foreign_pod_of_the_same_name_is_never_touched() {
     let ch = sample_channel();
     let mut pod = pod_in(&ch, t(0), ready_pod_status());
     pod.metadata.owner_references = None;
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.actions, vec![]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToCreatePod");
@@ -619,13 +553,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
             &channel::parse(SAMPLE.as_bytes()).unwrap()[0],
         ),
     );
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(3));
     assert!(d.needs.versions);
     let d = decide(
         &Observation {
@@ -697,15 +625,7 @@ fn a_conflicting_version_fails_the_sync_before_any_write() {
         .annotations_mut()
         .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
     let log = framed(SAMPLE);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log),
-            versions: Some(std::slice::from_ref(&foreign)),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let d = reading(&ch, &pod, &log, std::slice::from_ref(&foreign), t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(
         ready(&d)
@@ -816,13 +736,7 @@ fn a_json_channel_ignores_a_foreign_pod_of_its_name() {
     let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
     let mut pod = pod_in(&sample_channel(), t(0), ready_pod_status());
     pod.metadata.owner_references = None;
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            ..obs(&ch, t(0))
-        },
-        &settings(),
-    );
+    let d = at_pod(&ch, &pod, t(0));
     assert!(d.needs.fetch.is_some(), "{d:?}");
 }
 
