@@ -1077,24 +1077,35 @@ mod locate {
                 index += 1;
             }
             let tails: Vec<&[Segment]> = wanted.iter().map(|n| &paths[*n][1..]).collect();
-            let found = walk_item(data, pos, &tails);
+            let (found, end) = walk_item(data, pos, &tails);
             for (n, tail) in wanted.into_iter().zip(tails) {
                 out[n] = (0..=tail.len())
                     .rev()
                     .find_map(|len| found.get(&tail[..len]).copied())
                     .unwrap_or(pos);
             }
+            // Go on from the end of this item rather than skip it again.
+            let Some(end) = end else {
+                return out;
+            };
+            pos = skip_ws(data, end);
+            if data.get(pos) != Some(&b',') {
+                return out;
+            }
+            pos = skip_ws(data, pos + 1);
+            index = item + 1;
         }
         out
     }
 
     /// Offsets of the values at the given paths (and their ancestors) inside the item that
     /// starts at `start`. The last of duplicate keys wins, as when parsing.
+    /// Also returns the offset just past the item, when it could be found.
     fn walk_item<'p>(
         data: &[u8],
         start: usize,
         paths: &[&'p [Segment]],
-    ) -> HashMap<&'p [Segment], usize> {
+    ) -> (HashMap<&'p [Segment], usize>, Option<usize>) {
         let mut prefixes: HashSet<&'p [Segment]> = HashSet::new();
         for p in paths {
             for len in 0..=p.len() {
@@ -1104,24 +1115,29 @@ mod locate {
         let mut found = HashMap::new();
         found.insert(&[][..], start);
         let mut path = Vec::new();
-        walk(data, start, &mut path, &prefixes, &mut found);
-        found
+        let end = walk(data, start, &mut path, &prefixes, &mut found);
+        (found, end)
     }
 
+    /// Records the values under `pos` that are on a wanted path; returns the offset just
+    /// past the value at `pos`.
     fn walk<'p>(
         data: &[u8],
         pos: usize,
         path: &mut Vec<Segment>,
         prefixes: &HashSet<&'p [Segment]>,
         found: &mut HashMap<&'p [Segment], usize>,
-    ) -> Option<()> {
+    ) -> Option<usize> {
         let visit =
             |path: &mut Vec<Segment>, value: usize, found: &mut HashMap<&'p [Segment], usize>| {
-                if let Some(p) = prefixes.get(path.as_slice()) {
-                    // A later duplicate key replaces everything found under an earlier one.
-                    found.retain(|k, _| !(k.len() > p.len() && k.starts_with(p)));
-                    found.insert(*p, value);
-                    walk(data, value, path, prefixes, found);
+                match prefixes.get(path.as_slice()) {
+                    Some(p) => {
+                        // A later duplicate key replaces everything found under an earlier one.
+                        found.retain(|k, _| !(k.len() > p.len() && k.starts_with(p)));
+                        found.insert(*p, value);
+                        walk(data, value, path, prefixes, found)
+                    }
+                    None => skip_value(data, value),
                 }
             };
         match data.get(pos)? {
@@ -1133,22 +1149,23 @@ mod locate {
                     let colon = skip_ws(data, key_end);
                     let value = skip_ws(data, colon + 1);
                     path.push(Segment::Key(key));
-                    visit(path, value, found);
+                    let end = visit(path, value, found);
                     path.pop();
-                    p = skip_ws(data, skip_value(data, value)?);
+                    p = skip_ws(data, end?);
                     if data.get(p) == Some(&b',') {
                         p = skip_ws(data, p + 1);
                     }
                 }
+                (data.get(p) == Some(&b'}')).then_some(p + 1)
             }
             b'[' => {
                 let mut p = skip_ws(data, pos + 1);
                 let mut i = 0;
                 while !matches!(data.get(p), None | Some(b']')) {
                     path.push(Segment::Index(i));
-                    visit(path, p, found);
+                    let end = visit(path, p, found);
                     path.pop();
-                    p = skip_ws(data, skip_value(data, p)?);
+                    p = skip_ws(data, end?);
                     if data.get(p) == Some(&b',') {
                         p = skip_ws(data, p + 1);
                     } else {
@@ -1156,10 +1173,10 @@ mod locate {
                     }
                     i += 1;
                 }
+                (data.get(p) == Some(&b']')).then_some(p + 1)
             }
-            _ => {}
+            _ => skip_value(data, pos),
         }
-        Some(())
     }
 
     fn read_key(quoted: &[u8]) -> Option<String> {
@@ -1220,31 +1237,27 @@ mod locate {
         match data.get(p)? {
             b'"' => skip_string(data, p),
             b'{' | b'[' => {
-                let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
-                for (i, b) in data[p..].iter().enumerate() {
-                    if in_string {
-                        if escaped {
-                            escaped = false;
-                        } else if *b == b'\\' {
-                            escaped = true;
-                        } else if *b == b'"' {
-                            in_string = false;
+                let (mut depth, mut q) = (0usize, p);
+                loop {
+                    q += data
+                        .get(q..)?
+                        .iter()
+                        .position(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))?;
+                    match data[q] {
+                        b'"' => {
+                            q = skip_string(data, q)?;
+                            continue;
                         }
-                        continue;
-                    }
-                    match b {
-                        b'"' => in_string = true,
                         b'{' | b'[' => depth += 1,
-                        b'}' | b']' => {
+                        _ => {
                             depth = depth.checked_sub(1)?;
                             if depth == 0 {
-                                return Some(p + i + 1);
+                                return Some(q + 1);
                             }
                         }
-                        _ => {}
                     }
+                    q += 1;
                 }
-                None
             }
             _ => {
                 let mut q = p;
@@ -1473,6 +1486,28 @@ mod tests {
         assert_eq!(
             report.versions[0].spec.metadata.as_ref().unwrap()["uri"],
             "u"
+        );
+    }
+
+    #[test]
+    fn positions_inside_arrays_and_after_escaped_keys() {
+        let data = indoc! {r#"
+            [{"metadata": {"name": "a"}, "spec": {"type": "iso", "metadata": {"uri": "u"}}},
+             {"metadata": {"name": "b", "x\"}": 1}, "spec": {"type": "container", "metadata": {"upgradeImage": "i"},
+              "upgradeContainer": {"env": [{"name": "A"}, {"name": "B", "value": "1", "value": "2"}]}}}]
+        "#};
+        let report = check(data.as_bytes());
+        let found: Vec<_> = report
+            .diagnostics
+            .iter()
+            .map(|d| format!("{}@{}:{}", d.path, d.line, d.column))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "[1].spec.upgradeContainer.env[1].value@3:84",
+                r#"[1].metadata["x\"}"]@2:37"#,
+            ]
         );
     }
 
