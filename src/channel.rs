@@ -892,14 +892,14 @@ impl Checker {
             match metadata.as_ref().and_then(|m| m.get(field)) {
                 Some(Value::String(s)) if !s.trim().is_empty() => {}
                 Some(Value::String(_)) => {
-                    self.error(p, format!("must not be empty for a {type_} version"))
+                    self.error(p, format!("must not be empty for {} version", article(&type_)))
                 }
                 Some(other) => self.error(p, format!("must be a string, found {}", kind_of(other))),
                 None if metadata.is_none() => self.error(
                     at("metadata"),
-                    format!("required: a {type_} version needs metadata.{field}"),
+                    format!("required: {} version needs metadata.{field}", article(&type_)),
                 ),
-                None => self.error(p, format!("required for a {type_} version")),
+                None => self.error(p, format!("required for {} version", article(&type_))),
             }
         }
         (self.errors == before).then_some(ManagedOSVersionSpec {
@@ -909,6 +909,15 @@ impl Checker {
             metadata,
             upgrade_container,
         })
+    }
+}
+
+/// "a container" / "an iso".
+fn article(type_: &str) -> String {
+    if type_.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {type_}")
+    } else {
+        format!("a {type_}")
     }
 }
 
@@ -1348,7 +1357,7 @@ mod tests {
                 r#"[3].metadata@5:3 required object is missing"#,
                 r#"[3].spec.metadata.upgradeImage@5:63 must not be empty for a container version"#,
                 r#"[4].spec.version@6:66 must be a string, found a number"#,
-                r#"[4].spec.metadata@6:39 required: a iso version needs metadata.uri"#,
+                r#"[4].spec.metadata@6:39 required: an iso version needs metadata.uri"#,
                 r#"[5]@7:3 each version must be a JSON object, found a number"#,
             ]
         );
