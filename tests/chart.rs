@@ -771,8 +771,9 @@ impl Release {
         format!("system:serviceaccount:{}:{}", self.ns, self.fullname())
     }
 
-    /// `helm install --wait` with the local image and the given extra values.
-    fn install(&self, extra: &[&str]) {
+    /// `helm install --wait` with the local image and the given extra values; its output
+    /// (with the NOTES).
+    fn install(&self, extra: &[&str]) -> String {
         let image =
             std::env::var("OPERATOR_IMAGE").unwrap_or_else(|_| "rancheros-operator:dev".into());
         let (repo, tag) = image.rsplit_once(':').expect("OPERATOR_IMAGE is repo:tag");
@@ -797,6 +798,7 @@ impl Release {
                 self.diagnostics()
             );
         }
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// `kubectl auth can-i` as the chart's ServiceAccount. `resource` is `TYPE`,
@@ -952,7 +954,11 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
     let rel = Release::new("chart-e2e", 1);
     let watched = rel.namespaces[0].clone();
     let diag = || rel.diagnostics();
-    rel.install(&["--set", "operator.retryDelay=5s"]);
+    let notes = rel.install(&["--set", "operator.retryDelay=5s"]);
+    assert!(
+        notes.contains(&format!("Watches ManagedOSVersionChannels in: {watched}")),
+        "{notes}"
+    );
     eprintln!("helm install --wait: {:?}", started.elapsed());
 
     // The operator runs as a pod under the chart's ServiceAccount and leads.
@@ -1282,7 +1288,11 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
     // Zero replicas: the RBAC of the all-namespaces mode, without an operator that would
     // act on the other tests' channels.
     let rel = Release::new("chart-e2e-all", 0);
-    rel.install(&["--set", "replicaCount=0"]);
+    let notes = rel.install(&["--set", "replicaCount=0"]);
+    assert!(
+        notes.contains("Watches ManagedOSVersionChannels in all namespaces."),
+        "{notes}"
+    );
     let name = rel.fullname();
     run(kubectl().args(["get", "clusterrole", &name]));
     run(kubectl().args(["get", "clusterrolebinding", &name]));
