@@ -891,13 +891,17 @@ impl Checker {
             p.push(key(field));
             match metadata.as_ref().and_then(|m| m.get(field)) {
                 Some(Value::String(s)) if !s.trim().is_empty() => {}
-                Some(Value::String(_)) => {
-                    self.error(p, format!("must not be empty for {} version", article(&type_)))
-                }
+                Some(Value::String(_)) => self.error(
+                    p,
+                    format!("must not be empty for {} version", article(&type_)),
+                ),
                 Some(other) => self.error(p, format!("must be a string, found {}", kind_of(other))),
                 None if metadata.is_none() => self.error(
                     at("metadata"),
-                    format!("required: {} version needs metadata.{field}", article(&type_)),
+                    format!(
+                        "required: {} version needs metadata.{field}",
+                        article(&type_)
+                    ),
                 ),
                 None => self.error(p, format!("required for {} version", article(&type_))),
             }

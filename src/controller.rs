@@ -161,6 +161,7 @@ struct Observed {
     fetched: Option<Fetched>,
     versions: Option<Vec<ManagedOSVersion>>,
     pod_create_error: Option<String>,
+    write_error: Option<String>,
 }
 
 async fn reconcile_inner(
@@ -198,6 +199,7 @@ async fn reconcile_inner(
                 fetched: seen.fetched.as_ref(),
                 versions: seen.versions.as_deref(),
                 pod_create_error: seen.pod_create_error.as_deref(),
+                write_error: seen.write_error.as_deref(),
                 now: Timestamp::now(),
             },
             &ctx.settings,
@@ -232,51 +234,71 @@ async fn reconcile_inner(
         decision = decide(&seen);
     }
 
-    if let Err(create_error) = perform(&decision.actions, &pods, &versions, ctx).await? {
-        // The pod could not be created: decide again, knowing why.
-        seen.pod_create_error = Some(create_error);
-        decision = decide(&seen);
-        perform(&decision.actions, &pods, &versions, ctx)
-            .await?
-            .ok();
+    match perform(&decision.actions, &pods, &versions, ctx).await? {
+        Ok(()) => {}
+        Err(refused) => {
+            // The API server refused a write for good: decide again, knowing why.
+            match refused {
+                Refused::CreatePod(e) => seen.pod_create_error = Some(e),
+                Refused::WriteVersion(e) => seen.write_error = Some(e),
+            }
+            decision = decide(&seen);
+            perform(&decision.actions, &pods, &versions, ctx)
+                .await?
+                .ok();
+        }
     }
     finish(&channel, &channels, decision, ctx).await
 }
 
-/// Performs the actions in order. `Ok(Err(message))`: the syncer pod could not be created.
+/// A write the API server refused in a way retrying will not fix (forbidden, invalid).
+enum Refused {
+    CreatePod(String),
+    WriteVersion(String),
+}
+
+fn refused_for_good(e: &kube::Error) -> bool {
+    [400, 403, 404, 422].iter().any(|code| is_status(e, *code))
+}
+
+/// Performs the actions in order. A refused pod creation or version write ends the
+/// actions with `Ok(Err(..))`; other errors are retried by the controller.
 async fn perform(
     actions: &[Action],
     pods: &Api<Pod>,
     versions: &Api<ManagedOSVersion>,
     ctx: &Context,
-) -> Result<Result<(), String>, Error> {
+) -> Result<Result<(), Refused>, Error> {
     for action in actions {
         debug!("{}", action.describe());
         ctx.metrics.wrote(action);
-        match action {
+        let version_write = match action {
             Action::CreatePod(pod) => match pods.create(&PostParams::default(), pod).await {
-                Ok(created) => info!(pod = %created.name_any(), "started the syncer pod"),
+                Ok(created) => {
+                    info!(pod = %created.name_any(), "started the syncer pod");
+                    continue;
+                }
                 Err(e) => {
-                    return Ok(Err(format!(
+                    let message = format!(
                         "creating syncer pod {}: {}",
                         pod.name_any(),
                         api_message(&e)
-                    )));
+                    );
+                    return Ok(Err(Refused::CreatePod(message)));
                 }
             },
             Action::DeletePod { name, uid } => {
-                delete(pods, name, uid, &format!("deleting pod {name}")).await?
+                delete(pods, name, uid, &format!("deleting pod {name}")).await?;
+                continue;
             }
-            Action::ApplyVersion(version) => {
-                versions
-                    .patch(
-                        &version.name_any(),
-                        &PatchParams::apply(MANAGER).force(),
-                        &Patch::Apply(version.as_ref()),
-                    )
-                    .await
-                    .map_err(kube_err(format!("applying version {}", version.name_any())))?;
-            }
+            Action::ApplyVersion(version) => versions
+                .patch(
+                    &version.name_any(),
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(version.as_ref()),
+                )
+                .await
+                .map(drop),
             Action::MarkVersion {
                 name,
                 no_longer_in_sync,
@@ -287,11 +309,22 @@ async fn perform(
                 versions
                     .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
-                    .map_err(kube_err(format!("annotating version {name}")))?;
+                    .map(drop)
             }
             Action::DeleteVersion { name, uid } => {
-                delete(versions, name, uid, &format!("deleting version {name}")).await?
+                delete(versions, name, uid, &format!("deleting version {name}")).await?;
+                continue;
             }
+        };
+        if let Err(e) = version_write {
+            let what = action.describe();
+            if refused_for_good(&e) {
+                return Ok(Err(Refused::WriteVersion(format!(
+                    "{what}: {}",
+                    api_message(&e)
+                ))));
+            }
+            return Err(kube_err(what)(e));
         }
     }
     Ok(Ok(()))

@@ -89,6 +89,9 @@ pub struct Observation<'a> {
     pub versions: Option<&'a [ManagedOSVersion]>,
     /// Why creating the syncer pod this decision asked for failed, when it did.
     pub pod_create_error: Option<&'a str>,
+    /// Why the API server refused writing a version this decision asked for (forbidden,
+    /// invalid), when it did.
+    pub write_error: Option<&'a str>,
     pub now: Timestamp,
 }
 
@@ -227,6 +230,10 @@ impl Decider<'_> {
             Ok(c) => c,
             Err(message) => return self.invalid(our_pod, message),
         };
+        if let Some(error) = self.obs.write_error {
+            let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
+            return self.failure(reason::FAILED_TO_SYNC, error.to_string(), &config, pod);
+        }
         // Only custom channels use a pod; any other pod of that name is not their business.
         let custom = matches!(config.source, Source::Custom(_));
         match (self.obs.pod, our_pod) {

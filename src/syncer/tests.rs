@@ -55,6 +55,7 @@ fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
         fetched: None,
         versions: None,
         pod_create_error: None,
+        write_error: None,
         now,
     }
 }
@@ -738,6 +739,29 @@ fn a_json_channel_ignores_a_foreign_pod_of_its_name() {
     pod.metadata.owner_references = None;
     let d = at_pod(&ch, &pod, t(0));
     assert!(d.needs.fetch.is_some(), "{d:?}");
+}
+
+#[test]
+fn a_refused_version_write_fails_the_sync() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            write_error: Some("apply version foo: forbidden"),
+            ..obs(&ch, t(3))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    let r = ready(&d);
+    assert_eq!(r.reason, "FailedToSync");
+    assert!(
+        r.message
+            .starts_with("apply version foo: forbidden (attempt 1"),
+        "{}",
+        r.message
+    );
 }
 
 #[test]
