@@ -50,8 +50,17 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
-            eprintln!("error: {}", chain.join(": "));
+            // One line: the error and its causes, each cause once.
+            let mut line = String::new();
+            for cause in e.chain().map(ToString::to_string) {
+                if !line.contains(&cause) {
+                    if !line.is_empty() {
+                        line.push_str(": ");
+                    }
+                    line.push_str(&cause);
+                }
+            }
+            eprintln!("error: {line}");
             ExitCode::from(1)
         }
     }

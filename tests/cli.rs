@@ -1,0 +1,108 @@
+//! The binary's command line: exit codes (0 success, 1 failed work, 2 usage) and one-line
+//! errors, for `display` and `operator` (`validate` is covered by tests/corpus.rs).
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).env_remove("KUBECONFIG").output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn display_names_a_missing_file_and_what_must_write_it() {
+    let o = run(&["display", "--file", "/no/such/dir/data"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "error: cannot read /no/such/dir/data: No such file or directory (os error 2); the runner container must write its JSON to that file (options.outputFile)\n"
+    );
+}
+
+#[test]
+fn display_prints_the_framed_file_and_exits_0_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("display-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("data");
+    std::fs::write(&file, "[]").unwrap();
+    for signal in ["TERM", "INT"] {
+        let child = bin()
+            .args(["display", "--file"])
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        let killed = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "SIG{signal}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "SIG{signal} was slow"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "#rancheros-operator:begin bytes=2\n[]\n#rancheros-operator:end\n"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(run(&["display"]).status.code(), Some(2));
+    let o = bin()
+        .arg("operator")
+        .env_remove("OPERATOR_IMAGE")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--operator-image"), "{}", stderr(&o));
+    let o = run(&[
+        "operator",
+        "--operator-image",
+        "x",
+        "--sync-timeout",
+        "soon",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("\"soon\" is not a duration"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn an_unreachable_cluster_is_a_one_line_error() {
+    let o = bin()
+        .args([
+            "operator",
+            "--operator-image",
+            "x",
+            "--leader-election=false",
+        ])
+        .env("KUBECONFIG", "/no/such/kubeconfig")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("error: cannot load the Kubernetes client configuration"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
