@@ -507,3 +507,40 @@ async fn deleting_the_channel_removes_its_versions_and_pod() {
     t.wait_no_pods(SYNC).await;
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_operator_stops_cleanly_on_sigterm_and_hands_back_its_lease() {
+    let mut t = TestNs::new("sigterm").await;
+    let lease = format!("lease-{}", t.ns);
+    let lease_args = [
+        "--leader-election=true".to_string(),
+        format!("--leader-election-namespace={}", t.ns),
+        format!("--leader-election-lease={lease}"),
+    ];
+    let lease_args: Vec<&str> = lease_args.iter().map(String::as_str).collect();
+    t.start_operator(&lease_args);
+    t.create_channel(
+        "ch",
+        custom_spec(&write_script(&channel_data(&[("a", "v1")]))),
+    )
+    .await;
+    t.wait_ready("ch", "Synchronized", SYNC).await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(t.client.clone(), &t.ns);
+    let held = leases.get(&lease).await.unwrap();
+    assert!(
+        held.spec.and_then(|s| s.holder_identity).is_some(),
+        "the leader holds the lease"
+    );
+
+    let (status, took) = t.term_operator();
+    assert_eq!(status.code(), Some(0), "{}", t.operator_log());
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    let released = leases.get(&lease).await.unwrap();
+    assert_eq!(
+        released.spec.and_then(|s| s.holder_identity),
+        None,
+        "the lease is released on a clean stop"
+    );
+    t.cleanup().await;
+}

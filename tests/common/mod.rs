@@ -185,12 +185,15 @@ impl TestNs {
             "operator".to_string(),
             "--namespace".into(),
             self.ns.clone(),
-            "--leader-election=false".into(),
             "--metrics-address".into(),
             "127.0.0.1:0".into(),
             "--retry-delay".into(),
             "60s".into(),
         ];
+        // Leader election is off unless a test turns it on.
+        if !extra.iter().any(|a| a.starts_with("--leader-election=")) {
+            args.push("--leader-election=false".into());
+        }
         if !extra.iter().any(|a| a.starts_with("--operator-image")) {
             args.push(format!("--operator-image={}", operator_image()));
         }
@@ -211,6 +214,31 @@ impl TestNs {
         if let Some(mut child) = self.operator.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits for the operator to exit; returns its status and how long
+    /// it took.
+    pub fn term_operator(&mut self) -> (std::process::ExitStatus, Duration) {
+        let mut child = self.operator.take().expect("an operator is running");
+        let started = Instant::now();
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return (status, started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!(
+                    "the operator did not stop within 30s of SIGTERM\n{}",
+                    self.operator_log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
