@@ -13,7 +13,7 @@ K8S_VERSION="v1.20.2"
 K8S_DEB_SRC_PKG="kubernetes"
 K8S_DEB_SRC_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
 # Bump when the build recipe (patches, flags, binary list) changes: it re-keys the cache.
-K8S_RECIPE_REV="1"
+K8S_RECIPE_REV="2"
 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
 
 # --- locations --------------------------------------------------------------
