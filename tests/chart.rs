@@ -1033,14 +1033,18 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
                 .filter(|e| {
                     e["regarding"]["kind"] == "ManagedOSVersionChannel"
                         && e["regarding"]["name"] == "testchannel"
+                        && e["reportingController"] == "rancheros-operator"
                 })
                 .cloned()
                 .collect();
             (!ours.is_empty()).then_some(ours)
         },
     );
-    assert_eq!(events[0]["reportingController"], "rancheros-operator");
-    assert_eq!(events[0]["reportingInstance"], pod_name.as_str());
+    assert_eq!(
+        events[0]["reportingInstance"],
+        pod_name.as_str(),
+        "{events:#?}"
+    );
     // The syncer pod is gone once the sync is done.
     wait_for(
         "the syncer pod to be deleted",

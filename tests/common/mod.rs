@@ -146,6 +146,17 @@ impl TestNs {
             )
             .await
             .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        // Pods are refused until the namespace's default ServiceAccount exists.
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(client.clone(), &ns);
+        let start = Instant::now();
+        while accounts.get_opt("default").await.unwrap().is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no default ServiceAccount in {ns}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let pod_uids = Arc::new(Mutex::new(BTreeSet::new()));
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let seen = pod_uids.clone();
