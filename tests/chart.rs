@@ -147,24 +147,13 @@ fn helm_template(args: &[&str]) -> Command {
 fn yaml_docs(yaml: &str) -> Vec<Value> {
     let validate = std::fs::canonicalize(tool("kubernetes-validate")).unwrap();
     let python = validate.parent().unwrap().join("python3");
-    let mut child = Command::new(&python)
-        .args([
-            "-c",
-            "import json, sys, yaml\n\
-             json.dump([d for d in yaml.safe_load_all(sys.stdin) if d is not None], sys.stdout)",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(&python);
+    cmd.args([
+        "-c",
+        "import json, sys, yaml\n\
+         json.dump([d for d in yaml.safe_load_all(sys.stdin) if d is not None], sys.stdout)",
+    ]);
+    let out = run_with_stdin(cmd, yaml);
     assert!(
         out.status.success(),
         "the rendered manifests are not YAML: {}\n{yaml}",
@@ -703,25 +692,31 @@ fn kubectl_json(args: &[&str]) -> Value {
 }
 
 fn kubectl_apply(yaml: &str) {
-    let mut child = kubectl()
-        .args(["apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = kubectl();
+    cmd.args(["apply", "-f", "-"]);
+    let out = run_with_stdin(cmd, yaml);
     assert!(
         out.status.success(),
         "kubectl apply failed: {}\n{yaml}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Runs `cmd` with `input` on its standard input; its output, captured.
+fn run_with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }
 
 fn unique(prefix: &str) -> String {

@@ -10,36 +10,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
-    Client, Config,
     api::{Api, DeleteParams, LogParams, PostParams},
     runtime::wait::{await_condition, conditions},
 };
 use serde_json::json;
 
+mod common;
+use common::{client, runner_image};
+
 const NAMESPACE: &str = "default";
-
-fn runner_image() -> String {
-    std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".to_string())
-}
-
-/// A client for the local cluster, or a panic that says how to get one.
-async fn client() -> Client {
-    let path = std::env::var("KUBECONFIG").unwrap_or_default();
-    assert!(
-        !path.is_empty(),
-        "KUBECONFIG is not set: the cluster tests need the local cluster. \
-         Run scripts/test, or: scripts/cluster up && eval \"$(scripts/cluster env)\""
-    );
-    let config = Config::infer()
-        .await
-        .unwrap_or_else(|e| panic!("cannot load the kubeconfig {path}: {e}"));
-    let client = Client::try_from(config).expect("building a kube client");
-    let version = client.apiserver_version().await.unwrap_or_else(|e| {
-        panic!("cannot reach the cluster API with {path}: {e} (is it up? scripts/cluster status)")
-    });
-    assert_eq!(version.major, "1", "unexpected server version {version:?}");
-    client
-}
 
 fn unique_name(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
