@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub const GROUP: &str = "rancheros.cattle.io";
+/// The field manager of every write the operator makes, as shown in `managedFields`.
+pub const FIELD_MANAGER: &str = "rancheros-operator";
 /// Label on every version and syncer pod: the name of the channel it belongs to.
 pub const CHANNEL_LABEL: &str = "rancheros.cattle.io/channel";
 /// Annotation on versions the channel's latest successful sync no longer lists.
@@ -148,7 +150,8 @@ fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub fn crd_manifests() -> Vec<(&'static str, String)> {
     use kube::CustomResourceExt;
     let yaml = |crd| {
-        let json = serde_json::to_value(crd).expect("a CRD always serializes");
+        // A CRD is plain data (strings, maps, lists): serializing it cannot fail.
+        let json = serde_json::to_value(crd).unwrap_or_default();
         format!("---\n{}", yaml_of(&json))
     };
     vec![

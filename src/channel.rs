@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -115,22 +115,69 @@ fn more_suffix(total: usize) -> String {
     }
 }
 
+/// Channel data as a sync applies it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Parsed {
+    /// One version per name: of names listed more than once, the last entry.
+    pub versions: Vec<ChannelVersion>,
+    /// Names listed more than once, in the order first repeated.
+    pub duplicates: Vec<String>,
+}
+
 /// Parses channel data for a sync: the versions, or the reason the whole sync must fail.
-pub fn parse(data: &[u8]) -> Result<Vec<ChannelVersion>, InvalidChannelData> {
+///
+/// Every rule applies, as in `validate`, except one: a name listed more than once is
+/// taken from its last entry (channels published in the wild have listed a container
+/// and an iso build under one name) and reported in [`Parsed::duplicates`].
+pub fn parse(data: &[u8]) -> Result<Parsed, InvalidChannelData> {
     let mut versions = Vec::new();
     let outcome = run(data, &mut |v| versions.push(v));
-    let total = outcome.errors;
+    let total = outcome.errors.saturating_sub(outcome.duplicate_errors);
+    if total == 0 {
+        return Ok(Parsed {
+            versions: last_entry_wins(versions),
+            duplicates: outcome.duplicates,
+        });
+    }
+    let is_duplicate = |i: &usize| outcome.duplicate_slots.contains(i);
     let first = match outcome.syntax {
-        Some(i) => Some(outcome.diagnostics[i].clone()),
+        Some(i) => outcome.diagnostics.get(i).cloned(),
         None => outcome
             .diagnostics
-            .into_iter()
-            .find(|d| d.severity == Severity::Error),
+            .iter()
+            .enumerate()
+            .find(|(i, d)| d.severity == Severity::Error && !is_duplicate(i))
+            .map(|(_, d)| d.clone()),
     };
-    match first {
-        None => Ok(versions),
-        Some(first) => Err(InvalidChannelData { first, total }),
+    // Only past the diagnostics' cap when every kept error is a duplicate: the last
+    // diagnostic then says how many more there are.
+    let first = first.or_else(|| outcome.diagnostics.last().cloned());
+    Err(InvalidChannelData {
+        first: first.unwrap_or(Diagnostic {
+            severity: Severity::Error,
+            path: String::new(),
+            line: 1,
+            column: 1,
+            message: "invalid channel data".into(),
+        }),
+        total,
+    })
+}
+
+/// Keeps one version per name: the content of its last entry, at its first place.
+fn last_entry_wins(versions: Vec<ChannelVersion>) -> Vec<ChannelVersion> {
+    let mut place: HashMap<String, usize> = HashMap::new();
+    let mut out: Vec<ChannelVersion> = Vec::with_capacity(versions.len());
+    for v in versions {
+        match place.get(&v.name).and_then(|i| out.get_mut(*i)) {
+            Some(slot) => *slot = v,
+            None => {
+                place.insert(v.name.clone(), out.len());
+                out.push(v);
+            }
+        }
     }
+    out
 }
 
 /// Applies every rule to `data` and reports every problem.
@@ -156,6 +203,10 @@ struct Outcome {
     errors: usize,
     /// Index in `diagnostics` of the syntax error, if the data is not JSON.
     syntax: Option<usize>,
+    /// Duplicate-name errors: how many, which names, and where in `diagnostics`.
+    duplicate_errors: usize,
+    duplicates: Vec<String>,
+    duplicate_slots: HashSet<usize>,
 }
 
 fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Outcome {
@@ -268,8 +319,8 @@ fn syntax_message(e: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let text = e.to_string();
     // serde_json appends " at line L column C"; the diagnostic carries the position itself.
-    let text = match text.rfind(" at line ") {
-        Some(cut) => text[..cut].to_string(),
+    let text = match text.rsplit_once(" at line ") {
+        Some((message, _)) => message.to_string(),
         None => text,
     };
     if text.starts_with("recursion limit exceeded") {
@@ -531,6 +582,10 @@ struct Checker {
     syntax: Option<usize>,
     /// Where the first diagnostic past [`MAX_DIAGNOSTICS`] is: the note about them goes there.
     first_left_out: Option<Where>,
+    duplicate_errors: usize,
+    duplicates: Vec<String>,
+    duplicate_names: HashSet<String>,
+    duplicate_slots: HashSet<usize>,
 }
 
 fn key(k: &str) -> Segment {
@@ -556,6 +611,17 @@ impl Checker {
     }
     fn error(&mut self, path: Vec<Segment>, message: String) {
         self.push(Severity::Error, Where::Path(path), message);
+    }
+    /// A name used before: an error for `validate`, the one error a sync tolerates.
+    fn duplicate_name(&mut self, path: Vec<Segment>, name: &str, message: String) {
+        if self.found.len() < MAX_DIAGNOSTICS - 1 {
+            self.duplicate_slots.insert(self.found.len());
+        }
+        self.duplicate_errors += 1;
+        if self.duplicate_names.insert(name.to_string()) {
+            self.duplicates.push(name.to_string());
+        }
+        self.error(path, message);
     }
     fn warn(&mut self, path: Vec<Segment>, message: String) {
         self.push(Severity::Warning, Where::Path(path), message);
@@ -628,6 +694,9 @@ impl Checker {
             diagnostics,
             errors: self.errors,
             syntax: self.syntax,
+            duplicate_errors: self.duplicate_errors,
+            duplicates: self.duplicates,
+            duplicate_slots: self.duplicate_slots,
         }
     }
 
@@ -652,7 +721,8 @@ impl Checker {
             );
             return None;
         };
-        let errors_before = self.errors;
+        // A duplicate name alone does not keep the item from a sync (the last entry wins).
+        let errors_before = self.errors - self.duplicate_errors;
         for k in obj.keys() {
             if !QUIET_ITEM_KEYS.contains(&k.as_str()) {
                 self.warn(at(&[k]), "unknown key, ignored".into());
@@ -685,10 +755,12 @@ impl Checker {
                         ),
                         None => {
                             if let Some(first) = first_use.get(&n) {
-                                self.error(
+                                self.duplicate_name(
                                     at(&["metadata", "name"]),
+                                    &n,
                                     format!("duplicate name {n:?}, already used by [{first}]"),
                                 );
+                                name = Some(n);
                             } else {
                                 first_use.insert(n.clone(), i);
                                 name = Some(n);
@@ -743,7 +815,7 @@ impl Checker {
             }
         };
 
-        if self.errors > errors_before {
+        if self.errors - self.duplicate_errors > errors_before {
             return None;
         }
         let version = ChannelVersion {
@@ -1302,7 +1374,7 @@ mod tests {
 
     #[test]
     fn the_sample_parses_to_two_versions() {
-        let versions = parse(SAMPLE.as_bytes()).unwrap();
+        let versions = parse(SAMPLE.as_bytes()).unwrap().versions;
         assert_eq!(versions.len(), 2);
         assert_eq!(versions[0].name, "foo");
         assert_eq!(versions[0].spec.version.as_deref(), Some("v1"));
@@ -1315,7 +1387,7 @@ mod tests {
 
     #[test]
     fn an_empty_array_is_valid() {
-        assert_eq!(parse(b"[]").unwrap(), vec![]);
+        assert_eq!(parse(b"[]").unwrap(), Parsed::default());
     }
 
     #[test]

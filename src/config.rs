@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    EnvFromSource, EnvVar, LocalObjectReference, ResourceRequirements, SecurityContext, Toleration,
+};
 use serde_json::{Map, Value};
 
 use crate::api::ManagedOSVersionChannelSpec;
@@ -24,7 +28,7 @@ pub struct ChannelConfig {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
-    Custom(CustomOptions),
+    Custom(Box<CustomOptions>),
     Json(JsonOptions),
 }
 
@@ -36,6 +40,12 @@ pub struct CustomOptions {
     pub args: Option<Vec<String>>,
     pub env: Option<Vec<EnvVar>>,
     pub env_from: Option<Vec<EnvFromSource>>,
+    /// The runner's; laid over the hardened default (see `syncer::pod`).
+    pub security_context: Option<SecurityContext>,
+    pub resources: Option<ResourceRequirements>,
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    pub node_selector: Option<BTreeMap<String, String>>,
+    pub tolerations: Option<Vec<Toleration>>,
     pub mount_path: String,
     pub output_file: String,
     /// `None`: the operator's `--sync-timeout`.
@@ -49,12 +59,17 @@ pub struct JsonOptions {
     pub timeout: Duration,
 }
 
-const CUSTOM_KEYS: [&str; 8] = [
+const CUSTOM_KEYS: [&str; 13] = [
     "image",
     "command",
     "args",
     "env",
     "envFrom",
+    "securityContext",
+    "resources",
+    "imagePullSecrets",
+    "nodeSelector",
+    "tolerations",
     "mountPath",
     "outputFile",
     "timeout",
@@ -84,7 +99,7 @@ pub fn resolve(spec: &ManagedOSVersionChannelSpec) -> Result<ChannelConfig, Stri
     let empty = Map::new();
     let options = spec.options.as_ref().unwrap_or(&empty);
     let source = match spec.type_.as_str() {
-        "custom" => Source::Custom(custom_options(options)?),
+        "custom" => Source::Custom(Box::new(custom_options(options)?)),
         "json" => Source::Json(json_options(options)?),
         "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
         other => {
@@ -180,6 +195,15 @@ fn custom_options(options: &Map<String, Value>) -> Result<CustomOptions, String>
         args: typed(options, "args", "a list of strings")?,
         env: typed(options, "env", "a list of environment variables")?,
         env_from: typed(options, "envFrom", "a list of envFrom sources")?,
+        security_context: typed(options, "securityContext", "a container securityContext")?,
+        resources: typed(options, "resources", "container resources")?,
+        image_pull_secrets: typed(
+            options,
+            "imagePullSecrets",
+            "a list of secret references ({name: ...})",
+        )?,
+        node_selector: typed(options, "nodeSelector", "a map of strings")?,
+        tolerations: typed(options, "tolerations", "a list of tolerations")?,
         mount_path,
         output_file,
         timeout: timeout(options)?,
@@ -194,7 +218,14 @@ fn json_options(options: &Map<String, Value>) -> Result<JsonOptions, String> {
     let uri = uri.trim().to_string();
     let scheme_ok = ["http://", "https://"]
         .iter()
-        .any(|s| uri.len() > s.len() && uri[..s.len()].eq_ignore_ascii_case(s));
+        // Compared as bytes: slicing the string could cut a multi-byte character.
+        .any(|s| {
+            uri.len() > s.len()
+                && uri
+                    .as_bytes()
+                    .get(..s.len())
+                    .is_some_and(|head| head.eq_ignore_ascii_case(s.as_bytes()))
+        });
     if !scheme_ok {
         return Err(format!(
             "spec.options.uri: {uri:?} must be an http:// or https:// URL"
@@ -314,6 +345,15 @@ mod tests {
             ),
             (
                 json!({"type": "json", "options": {"uri": "ftp://x"}}),
+                "must be an http:// or https:// URL",
+            ),
+            // Multi-byte characters where the scheme is compared (a panic, once).
+            (
+                json!({"type": "json", "options": {"uri": "http:€//x"}}),
+                "must be an http:// or https:// URL",
+            ),
+            (
+                json!({"type": "json", "options": {"uri": "€€€€€€€€"}}),
                 "must be an http:// or https:// URL",
             ),
         ];

@@ -1,8 +1,15 @@
 //! The thin I/O layer: a `kube::runtime::Controller` over channels (and the syncer pods
 //! they own) whose `reconcile` observes, asks `syncer::decide`, and performs the decision.
+//!
+//! Failure model: whatever fails in an attempt (an API error while observing, a write the
+//! API server refuses, channel data that breaks a rule) is decided like any failed sync:
+//! counted in `failedSynchronizationAttempts`, backed off, published as an Event and
+//! written to the status. Only when even the status cannot be written does the error reach
+//! `error_policy`, which backs off per channel in memory.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::{AsyncReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -18,20 +25,49 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::api::{
-    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
+    CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
+    NO_LONGER_IN_SYNC_ANNOTATION,
 };
+use crate::config::{self, JsonOptions};
 use crate::display::FRAME_OVERHEAD;
+use crate::fetch::{self, Validators};
 use crate::metrics::Metrics;
-use crate::syncer::{self, Action, Decision, FetchRequest, Fetched, Observation, Settings, pod};
+use crate::syncer::{self, Action, Decision, Fetched, Observation, Outcome, Settings, pod};
 
-/// The field manager of every write, as shown in `managedFields`.
-pub const MANAGER: &str = "rancheros-operator";
-/// Retry delay after an API error.
-const ERROR_RETRY: Duration = Duration::from_secs(5);
+/// How an error is handled. One place decides it for every API error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Throttling, a 5xx, a webhook that timed out, a lost connection: may pass.
+    Retryable,
+    /// The API server refused the request for good (forbidden, invalid, quota, admission).
+    Refused,
+    /// The channel's own spec or data is at fault (decided by `syncer`, counted here).
+    Input,
+}
+
+impl ErrorClass {
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorClass::Retryable => "retryable",
+            ErrorClass::Refused => "refused",
+            ErrorClass::Input => "input",
+        }
+    }
+}
+
+/// Classifies an API error.
+pub fn classify(e: &kube::Error) -> ErrorClass {
+    match e {
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 405 | 409 | 410 | 413 | 422) => {
+            ErrorClass::Refused
+        }
+        _ => ErrorClass::Retryable,
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", api_message(source))]
     Kube {
         what: String,
         #[source]
@@ -44,6 +80,33 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "the API server refuses to {what} (found by a dry run; nothing was changed): {}",
+        api_message(source)
+    )]
+    DryRun {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{what}: {}; {undo}", api_message(source))]
+    Write {
+        what: String,
+        undo: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Kube { source, .. }
+            | Error::DryRun { source, .. }
+            | Error::Write { source, .. } => classify(source),
+            Error::Log { .. } => ErrorClass::Retryable,
+        }
+    }
 }
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
@@ -55,6 +118,22 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The last good body of a json channel, for conditional requests: a `304 Not Modified`
+/// is answered from it, so the versions are still compared and repaired.
+struct CachedBody {
+    uid: String,
+    uri: String,
+    validators: Validators,
+    data: Arc<[u8]>,
+}
+
 /// Shared state of all reconciliations.
 pub struct Context {
     pub client: Client,
@@ -62,33 +141,56 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub http: reqwest::Client,
+    /// json channels' last good bodies, by `namespace/name`.
+    bodies: Mutex<HashMap<String, CachedBody>>,
+    /// Consecutive reconciliations that ended in `error_policy`, by `namespace/name`.
+    errors: Mutex<HashMap<String, u32>>,
 }
 
 impl Context {
-    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+        http: reqwest::Client,
+    ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
-                controller: MANAGER.into(),
+                controller: FIELD_MANAGER.into(),
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("rancheros-operator/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("the HTTP client's configuration is static");
         Self {
             client,
             settings,
             recorder,
             metrics,
             http,
+            bodies: Mutex::default(),
+            errors: Mutex::default(),
         }
+    }
+
+    fn cached_body(&self, key: &str, uid: &str, uri: &str) -> Option<(Validators, Arc<[u8]>)> {
+        let bodies = self.bodies.lock().ok()?;
+        bodies
+            .get(key)
+            .filter(|c| c.uid == uid && c.uri == uri)
+            .map(|c| (c.validators.clone(), c.data.clone()))
     }
 }
 
+fn key_of(channel: &ManagedOSVersionChannel) -> String {
+    format!(
+        "{}/{}",
+        channel.namespace().unwrap_or_default(),
+        channel.name_any()
+    )
+}
+
 /// Runs one controller per watched namespace (one for all when `namespaces` is empty)
-/// until `shutdown` fires.
+/// until `shutdown` fires; in-flight reconciliations finish first.
 pub async fn run(
     ctx: Arc<Context>,
     namespaces: &[String],
@@ -125,19 +227,37 @@ pub async fn run(
     futures::future::join_all(controllers).await;
 }
 
+/// Reached only when an attempt's failure could not even be written to the status (the API
+/// server is unreachable or refuses status writes): backs off per channel, doubling from the
+/// retry delay up to the channel's sync interval.
 fn error_policy(
     channel: Arc<ManagedOSVersionChannel>,
     error: &Error,
     ctx: Arc<Context>,
 ) -> Requeue {
-    ctx.metrics.reconcile_errors.inc();
+    let key = key_of(&channel);
+    let failures = match ctx.errors.lock() {
+        Ok(mut errors) => {
+            let n = errors.entry(key).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        }
+        Err(_) => 1,
+    };
+    let interval =
+        config::resolve(&channel.spec).map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
+    let wait = ctx
+        .settings
+        .retry_delay
+        .saturating_mul(1 << (failures.saturating_sub(1)).min(16))
+        .min(interval);
     warn!(
         channel = %channel.name_any(),
         namespace = %channel.namespace().unwrap_or_default(),
-        "reconcile failed, retrying in {}s: {error}",
-        ERROR_RETRY.as_secs()
+        "reconcile failed ({failures} in a row), retrying in {}: {error}",
+        crate::duration::format(wait)
     );
-    Requeue::requeue(ERROR_RETRY)
+    Requeue::requeue(wait)
 }
 
 async fn reconcile(
@@ -150,18 +270,53 @@ async fn reconcile(
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
+    match &result {
+        Ok(_) => {
+            if let Ok(mut errors) = ctx.errors.lock() {
+                errors.remove(&key_of(&channel));
+            }
+        }
+        Err(e) => ctx.metrics.reconcile_error(e.class()),
+    }
     result
 }
 
 /// What was read for one reconciliation; the decision core borrows it.
 #[derive(Default)]
 struct Observed {
+    pod: Option<Pod>,
     display_log: Option<Vec<u8>>,
     runner_log: Option<String>,
     fetched: Option<Fetched>,
     versions: Option<Vec<ManagedOSVersion>>,
     pod_create_error: Option<String>,
-    write_error: Option<String>,
+    error: Option<String>,
+}
+
+impl Observed {
+    fn decide(&self, channel: &ManagedOSVersionChannel, settings: &Settings) -> Decision {
+        syncer::decide(
+            &Observation {
+                channel,
+                pod: self.pod.as_ref(),
+                display_log: self.display_log.as_deref(),
+                runner_log: self.runner_log.as_deref(),
+                fetched: self.fetched.as_ref(),
+                versions: self.versions.as_deref(),
+                pod_create_error: self.pod_create_error.as_deref(),
+                error: self.error.as_deref(),
+                now: Timestamp::now(),
+            },
+            settings,
+        )
+    }
+}
+
+/// The APIs of one channel's namespace.
+struct Apis {
+    channels: Api<ManagedOSVersionChannel>,
+    pods: Api<Pod>,
+    versions: Api<ManagedOSVersion>,
 }
 
 async fn reconcile_inner(
@@ -170,42 +325,60 @@ async fn reconcile_inner(
 ) -> Result<Requeue, Error> {
     let name = cached.name_any();
     let ns = cached.namespace().unwrap_or_default();
-    let channels: Api<ManagedOSVersionChannel> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let versions: Api<ManagedOSVersion> = Api::namespaced(ctx.client.clone(), &ns);
-
+    let apis = Apis {
+        channels: Api::namespaced(ctx.client.clone(), &ns),
+        pods: Api::namespaced(ctx.client.clone(), &ns),
+        versions: Api::namespaced(ctx.client.clone(), &ns),
+    };
     // Read fresh: the controller's cache may not hold our last status write yet, and a
     // decision on a stale status could start a second sync.
-    let Some(channel) = channels
+    let Some(channel) = apis
+        .channels
         .get_opt(&name)
         .await
         .map_err(kube_err(format!("reading channel {ns}/{name}")))?
     else {
+        if let Ok(mut bodies) = ctx.bodies.lock() {
+            bodies.remove(&format!("{ns}/{name}"));
+        }
         return Ok(Requeue::await_change());
     };
-    let pod = pods
+
+    let mut seen = Observed::default();
+    let decision = match attempt(&channel, &apis, ctx, &mut seen).await {
+        Ok(decision) => decision,
+        Err(e) => {
+            // The attempt failed on the API: it is a failed sync like any other.
+            let class = e.class();
+            ctx.metrics.reconcile_error(class);
+            warn!(channel = %name, namespace = %ns, class = class.label(), "sync attempt failed: {e}");
+            seen.error = Some(e.to_string());
+            let decision = seen.decide(&channel, &ctx.settings);
+            // Only the pod is left to clean up; a failure here is retried with the next attempt.
+            if let Err(e) = perform_pod_actions(&decision.actions, &apis, &mut seen, ctx).await {
+                warn!(channel = %name, namespace = %ns, "cleaning up after a failed attempt: {e}");
+            }
+            decision
+        }
+    };
+    finish(&channel, &apis.channels, decision, ctx).await
+}
+
+/// Observes what the decision core asks for, decides, and performs the decision.
+async fn attempt(
+    channel: &ManagedOSVersionChannel,
+    apis: &Apis,
+    ctx: &Context,
+    seen: &mut Observed,
+) -> Result<Decision, Error> {
+    let name = channel.name_any();
+    let ns = channel.namespace().unwrap_or_default();
+    seen.pod = apis
+        .pods
         .get_opt(&name)
         .await
         .map_err(kube_err(format!("reading pod {ns}/{name}")))?;
-
-    let mut seen = Observed::default();
-    let decide = |seen: &Observed| {
-        syncer::decide(
-            &Observation {
-                channel: &channel,
-                pod: pod.as_ref(),
-                display_log: seen.display_log.as_deref(),
-                runner_log: seen.runner_log.as_deref(),
-                fetched: seen.fetched.as_ref(),
-                versions: seen.versions.as_deref(),
-                pod_create_error: seen.pod_create_error.as_deref(),
-                write_error: seen.write_error.as_deref(),
-                now: Timestamp::now(),
-            },
-            &ctx.settings,
-        )
-    };
-    let mut decision = decide(&seen);
+    let mut decision = seen.decide(channel, &ctx.settings);
     // Each round observes something new, so this ends; the bound guards against a bug.
     for _ in 0..4 {
         if !decision.needs.any() {
@@ -214,146 +387,395 @@ async fn reconcile_inner(
         let needs = std::mem::take(&mut decision.needs);
         if needs.display_log && seen.display_log.is_none() {
             seen.display_log =
-                Some(read_display_log(&pods, &name, ctx.settings.max_output_bytes).await?);
+                Some(read_display_log(&apis.pods, &name, ctx.settings.max_output_bytes).await?);
         }
         if needs.runner_log && seen.runner_log.is_none() {
-            seen.runner_log = Some(read_runner_tail(&pods, &name).await);
+            seen.runner_log = Some(read_runner_tail(&apis.pods, &name).await);
         }
         if needs.versions && seen.versions.is_none() {
-            let list = versions
+            let list = apis
+                .versions
                 .list(&ListParams::default())
                 .await
                 .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
             seen.versions = Some(list.items);
         }
-        if let Some(request) = &needs.fetch
+        if let Some(options) = &needs.fetch
             && seen.fetched.is_none()
         {
-            seen.fetched = Some(fetch(&ctx.http, request, ctx.settings.max_output_bytes).await);
+            seen.fetched = Some(fetch_json(channel, options, ctx).await);
         }
-        decision = decide(&seen);
+        decision = seen.decide(channel, &ctx.settings);
     }
 
-    match perform(&decision.actions, &pods, &versions, ctx).await? {
-        Ok(()) => {}
-        Err(refused) => {
-            // The API server refused a write for good: decide again, knowing why.
-            match refused {
-                Refused::CreatePod(e) => seen.pod_create_error = Some(e),
-                Refused::WriteVersion(e) => seen.write_error = Some(e),
-            }
-            decision = decide(&seen);
-            perform(&decision.actions, &pods, &versions, ctx)
-                .await?
-                .ok();
+    let existing = seen.versions.as_deref().unwrap_or_default();
+    write_versions(&decision.actions, existing, &apis.versions, ctx).await?;
+    perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
+    if seen.pod_create_error.is_some() {
+        // The API server refused the pod: decide again, knowing why.
+        decision = seen.decide(channel, &ctx.settings);
+        perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
+    }
+    if decision.outcome == Some(Outcome::Synchronized)
+        && let Some(Fetched::Body {
+            data,
+            etag,
+            last_modified,
+            not_modified: false,
+        }) = &seen.fetched
+    {
+        remember_body(channel, etag, last_modified, data, ctx);
+    }
+    Ok(decision)
+}
+
+/// Fetches a json channel's data; a 304 is answered from the last good body.
+async fn fetch_json(
+    channel: &ManagedOSVersionChannel,
+    options: &JsonOptions,
+    ctx: &Context,
+) -> Fetched {
+    let cached = ctx.cached_body(
+        &key_of(channel),
+        &channel.uid().unwrap_or_default(),
+        &options.uri,
+    );
+    let validators = cached.as_ref().map(|(v, _)| v.clone()).unwrap_or_default();
+    match fetch::get(
+        &ctx.http,
+        options,
+        &validators,
+        ctx.settings.max_output_bytes,
+    )
+    .await
+    {
+        fetch::Response::Body { data, validators } => Fetched::Body {
+            data: data.into(),
+            etag: validators.etag,
+            last_modified: validators.last_modified,
+            not_modified: false,
+        },
+        fetch::Response::NotModified => match cached {
+            Some((validators, data)) => Fetched::Body {
+                data,
+                etag: validators.etag,
+                last_modified: validators.last_modified,
+                not_modified: true,
+            },
+            None => Fetched::Failed(format!(
+                "fetching {}: the server answered 304 Not Modified to a request without validators",
+                options.uri
+            )),
+        },
+        fetch::Response::Failed(why) => Fetched::Failed(why),
+    }
+}
+
+fn remember_body(
+    channel: &ManagedOSVersionChannel,
+    etag: &Option<String>,
+    last_modified: &Option<String>,
+    data: &Arc<[u8]>,
+    ctx: &Context,
+) {
+    let Some(syncer_options) = config::resolve(&channel.spec)
+        .ok()
+        .and_then(|c| match c.source {
+            config::Source::Json(o) => Some(o),
+            config::Source::Custom(_) => None,
+        })
+    else {
+        return;
+    };
+    let validators = Validators {
+        etag: etag.clone(),
+        last_modified: last_modified.clone(),
+    };
+    if let Ok(mut bodies) = ctx.bodies.lock() {
+        if validators.is_empty() {
+            bodies.remove(&key_of(channel));
+        } else {
+            bodies.insert(
+                key_of(channel),
+                CachedBody {
+                    uid: channel.uid().unwrap_or_default(),
+                    uri: syncer_options.uri,
+                    validators,
+                    data: data.clone(),
+                },
+            );
         }
     }
-    finish(&channel, &channels, decision, ctx).await
 }
 
-/// A write the API server refused in a way retrying will not fix (forbidden, invalid).
-enum Refused {
-    CreatePod(String),
-    WriteVersion(String),
+fn is_version_write(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::ApplyVersion(_) | Action::MarkVersion { .. } | Action::DeleteVersion { .. }
+    )
 }
 
-fn refused_for_good(e: &kube::Error) -> bool {
-    [400, 403, 404, 422].iter().any(|code| is_status(e, *code))
+/// How to take back one version write.
+enum Undo {
+    /// It created the version: delete it.
+    Delete { name: String, uid: String },
+    /// It changed the version: put back what was there (`resource_version`: of the write).
+    Restore {
+        previous: Box<ManagedOSVersion>,
+        resource_version: Option<String>,
+    },
+    /// It flagged or unflagged the version: the opposite.
+    Mark {
+        name: String,
+        uid: String,
+        no_longer_in_sync: bool,
+    },
+    /// It deleted the version: create it again (with a new uid).
+    Recreate(Box<ManagedOSVersion>),
 }
 
-/// Performs the actions in order. A refused pod creation or version write ends the
-/// actions with `Ok(Err(..))`; other errors are retried by the controller.
-async fn perform(
+/// Writes the versions of a sync all or nothing: every write first as a dry run, then for
+/// real; a real write that fails (a quota only the writes together exceed) undoes the
+/// writes before it, so the versions end as they were.
+async fn write_versions(
     actions: &[Action],
-    pods: &Api<Pod>,
+    existing: &[ManagedOSVersion],
     versions: &Api<ManagedOSVersion>,
     ctx: &Context,
-) -> Result<Result<(), Refused>, Error> {
-    for action in actions {
+) -> Result<(), Error> {
+    let writes: Vec<&Action> = actions.iter().filter(|a| is_version_write(a)).collect();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    for action in &writes {
+        write_version(action, existing, versions, true)
+            .await
+            .map_err(|source| Error::DryRun {
+                what: action.describe(),
+                source,
+            })?;
+    }
+    let mut done: Vec<Undo> = Vec::with_capacity(writes.len());
+    for action in &writes {
         debug!("{}", action.describe());
-        ctx.metrics.wrote(action);
-        let version_write = match action {
-            Action::CreatePod(pod) => match pods.create(&PostParams::default(), pod).await {
-                Ok(created) => {
-                    info!(pod = %created.name_any(), "started the syncer pod");
-                    continue;
-                }
-                Err(e) => {
-                    let message = format!(
-                        "creating syncer pod {}: {}",
-                        pod.name_any(),
-                        api_message(&e)
-                    );
-                    return Ok(Err(Refused::CreatePod(message)));
-                }
-            },
-            Action::DeletePod { name, uid } => {
-                delete(pods, name, uid, &format!("deleting pod {name}")).await?;
-                continue;
+        match write_version(action, existing, versions, false).await {
+            Ok(Some(undo)) => {
+                ctx.metrics.wrote(action);
+                done.push(undo);
             }
-            Action::ApplyVersion(version) => versions
-                .patch(
-                    &version.name_any(),
-                    &PatchParams::apply(MANAGER).force(),
-                    &Patch::Apply(version.as_ref()),
-                )
-                .await
-                .map(drop),
-            Action::MarkVersion {
-                name,
-                no_longer_in_sync,
-            } => {
-                let value = no_longer_in_sync.then_some("true");
-                let patch =
-                    json!({"metadata": {"annotations": {NO_LONGER_IN_SYNC_ANNOTATION: value}}});
-                versions
-                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await
-                    .map(drop)
+            Ok(None) => ctx.metrics.wrote(action),
+            Err(source) => {
+                let undo = undo_all(done, versions).await;
+                return Err(Error::Write {
+                    what: action.describe(),
+                    undo,
+                    source,
+                });
             }
-            Action::DeleteVersion { name, uid } => {
-                delete(versions, name, uid, &format!("deleting version {name}")).await?;
-                continue;
-            }
-        };
-        if let Err(e) = version_write {
-            let what = action.describe();
-            if refused_for_good(&e) {
-                return Ok(Err(Refused::WriteVersion(format!(
-                    "{what}: {}",
-                    api_message(&e)
-                ))));
-            }
-            return Err(kube_err(what)(e));
         }
     }
-    Ok(Ok(()))
+    Ok(())
 }
 
-/// Deletes the object with this uid; already gone is fine.
-async fn delete<K>(api: &Api<K>, name: &str, uid: &str, what: &str) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_string()),
-            resource_version: None,
-        }),
+/// One version write; for real, it returns how to take it back.
+async fn write_version(
+    action: &Action,
+    existing: &[ManagedOSVersion],
+    versions: &Api<ManagedOSVersion>,
+    dry_run: bool,
+) -> Result<Option<Undo>, kube::Error> {
+    let previous = |name: &str| existing.iter().find(|v| v.name_any() == name);
+    match action {
+        Action::ApplyVersion(version) => {
+            let name = version.name_any();
+            let mut params = PatchParams::apply(FIELD_MANAGER).force();
+            params.dry_run = dry_run;
+            let written = versions
+                .patch(&name, &params, &Patch::Apply(version.as_ref()))
+                .await?;
+            Ok(match previous(&name) {
+                _ if dry_run => None,
+                Some(before) => Some(Undo::Restore {
+                    previous: Box::new(before.clone()),
+                    resource_version: written.resource_version(),
+                }),
+                None => Some(Undo::Delete {
+                    name,
+                    uid: written.uid().unwrap_or_default(),
+                }),
+            })
+        }
+        Action::MarkVersion {
+            name,
+            uid,
+            no_longer_in_sync,
+        } => {
+            mark(versions, name, uid, *no_longer_in_sync, dry_run).await?;
+            Ok((!dry_run).then(|| Undo::Mark {
+                name: name.clone(),
+                uid: uid.clone(),
+                no_longer_in_sync: !*no_longer_in_sync,
+            }))
+        }
+        Action::DeleteVersion { name, uid } => {
+            let params = DeleteParams {
+                dry_run,
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.clone()),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match versions.delete(name, &params).await {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 404) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            Ok(match previous(name) {
+                Some(before) if !dry_run => Some(Undo::Recreate(Box::new(before.clone()))),
+                _ => None,
+            })
+        }
+        Action::CreatePod(_) | Action::DeletePod { .. } => Ok(None),
+    }
+}
+
+/// Sets or removes the no-longer-in-sync annotation; the uid in the patch is a
+/// precondition (the API server refuses to change it).
+async fn mark(
+    versions: &Api<ManagedOSVersion>,
+    name: &str,
+    uid: &str,
+    no_longer_in_sync: bool,
+    dry_run: bool,
+) -> Result<(), kube::Error> {
+    let value = no_longer_in_sync.then_some("true");
+    let patch =
+        json!({"metadata": {"uid": uid, "annotations": {NO_LONGER_IN_SYNC_ANNOTATION: value}}});
+    let params = PatchParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-        Err(e) => Err(kube_err(what)(e)),
+    versions
+        .patch(name, &params, &Patch::Merge(patch))
+        .await
+        .map(drop)
+}
+
+/// Takes back writes, newest first; says how that went, for the failure message.
+async fn undo_all(done: Vec<Undo>, versions: &Api<ManagedOSVersion>) -> String {
+    if done.is_empty() {
+        return "nothing was changed".into();
+    }
+    let count = done.len();
+    let mut failed = Vec::new();
+    for undo in done.into_iter().rev() {
+        let result = match &undo {
+            Undo::Delete { name, uid } => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                match versions.delete(name, &params).await {
+                    Err(e) if !is_status(&e, 404) => Err((name.clone(), e)),
+                    _ => Ok(()),
+                }
+            }
+            Undo::Restore {
+                previous,
+                resource_version,
+            } => {
+                let mut restored = (**previous).clone();
+                restored.metadata.resource_version = resource_version.clone();
+                let name = restored.name_any();
+                versions
+                    .replace(&name, &PostParams::default(), &restored)
+                    .await
+                    .map(drop)
+                    .map_err(|e| (name, e))
+            }
+            Undo::Mark {
+                name,
+                uid,
+                no_longer_in_sync,
+            } => mark(versions, name, uid, *no_longer_in_sync, false)
+                .await
+                .map_err(|e| (name.clone(), e)),
+            Undo::Recreate(previous) => {
+                let mut again = (**previous).clone();
+                let name = again.name_any();
+                again.metadata.uid = None;
+                again.metadata.resource_version = None;
+                again.metadata.creation_timestamp = None;
+                again.metadata.managed_fields = None;
+                versions
+                    .create(&PostParams::default(), &again)
+                    .await
+                    .map(drop)
+                    .map_err(|e| (name, e))
+            }
+        };
+        if let Err((name, e)) = result {
+            failed.push(format!("{name}: {}", api_message(&e)));
+        }
+    }
+    if failed.is_empty() {
+        format!("the sync's {count} earlier writes were undone, so nothing was changed")
+    } else {
+        format!(
+            "undoing the sync's earlier writes failed for {}",
+            failed.join("; ")
+        )
     }
 }
 
-fn api_message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
+/// Creates or deletes the syncer pod as decided. A refused creation is noted in `seen`
+/// (a `FailedToCreatePod`); other errors end the attempt.
+async fn perform_pod_actions(
+    actions: &[Action],
+    apis: &Apis,
+    seen: &mut Observed,
+    ctx: &Context,
+) -> Result<(), Error> {
+    for action in actions {
+        match action {
+            Action::CreatePod(pod) => {
+                ctx.metrics.wrote(action);
+                match apis.pods.create(&PostParams::default(), pod).await {
+                    Ok(created) => info!(pod = %created.name_any(), "started the syncer pod"),
+                    Err(e) => {
+                        seen.pod_create_error = Some(format!(
+                            "creating syncer pod {}: {}",
+                            pod.name_any(),
+                            api_message(&e)
+                        ));
+                        return Ok(());
+                    }
+                }
+            }
+            Action::DeletePod { name, uid } => {
+                ctx.metrics.wrote(action);
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.clone()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                match apis.pods.delete(name, &params).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+                    Err(e) => return Err(kube_err(format!("deleting pod {name}"))(e)),
+                }
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// Writes the status and events, counts the outcome, and says when to look again.
@@ -407,23 +829,24 @@ async fn finish(
     })
 }
 
+/// At most `max` bytes of `s`, cut at a character boundary, with `...` when cut.
 fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }
-    let mut end = max - 3;
+    let mut end = max.saturating_sub(3);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}...", &s[..end])
+    format!("{}...", s.get(..end).unwrap_or_default())
 }
 
 /// The display container's log, capped at the output limit plus the frame.
 async fn read_display_log(pods: &Api<Pod>, name: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
-    let cap = max_bytes + FRAME_OVERHEAD;
+    let cap = max_bytes.saturating_add(FRAME_OVERHEAD);
     let params = LogParams {
         container: Some(pod::DISPLAY.into()),
-        limit_bytes: Some(cap as i64),
+        limit_bytes: Some(i64::try_from(cap).unwrap_or(i64::MAX)),
         ..Default::default()
     };
     let stream = pods
@@ -457,80 +880,32 @@ async fn read_runner_tail(pods: &Api<Pod>, name: &str) -> String {
     }
 }
 
-/// Fetches a json channel's data, conditionally when the request carries validators,
-/// capped at `max_bytes`.
-async fn fetch(http: &reqwest::Client, request: &FetchRequest, max_bytes: u64) -> Fetched {
-    use reqwest::header::{ETAG, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
-    let options = &request.options;
-    let uri = &options.uri;
-    let failed = |what: String| Fetched::Failed(format!("fetching {uri}: {what}"));
-    let mut get = http.get(uri).timeout(options.timeout);
-    if let Some(etag) = &request.if_none_match {
-        get = get.header(IF_NONE_MATCH, etag);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("no", "Reason")
+                .with_code(code)
+                .boxed(),
+        )
     }
-    if let Some(date) = &request.if_modified_since {
-        get = get.header(IF_MODIFIED_SINCE, date);
-    }
-    let response = match get.send().await {
-        Ok(r) => r,
-        Err(e) => return failed(describe_http_error(&e, options.timeout)),
-    };
-    let status = response.status();
-    if status == reqwest::StatusCode::NOT_MODIFIED {
-        return Fetched::NotModified;
-    }
-    if !status.is_success() {
-        return failed(format!("the server answered HTTP {status}"));
-    }
-    if let Some(len) = response.content_length()
-        && len > max_bytes
-    {
-        return failed(format!(
-            "the body is {len} bytes, more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
-        ));
-    }
-    let header = |name| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
-            .map(str::to_string)
-    };
-    let (etag, last_modified) = (header(ETAG), header(LAST_MODIFIED));
-    let mut data = Vec::new();
-    let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(bytes) => {
-                if (data.len() + bytes.len()) as u64 > max_bytes {
-                    return failed(format!(
-                        "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
-                    ));
-                }
-                data.extend_from_slice(&bytes);
-            }
-            Err(e) => return failed(describe_http_error(&e, options.timeout)),
+
+    #[test]
+    fn errors_are_classified_in_one_place() {
+        for code in [400, 403, 404, 409, 422] {
+            assert_eq!(classify(&api_error(code)), ErrorClass::Refused, "{code}");
+        }
+        for code in [429, 500, 503, 504] {
+            assert_eq!(classify(&api_error(code)), ErrorClass::Retryable, "{code}");
         }
     }
-    Fetched::Body {
-        data,
-        etag,
-        last_modified,
-    }
-}
 
-fn describe_http_error(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("timed out after {}", crate::duration::format(timeout));
-    }
-    // reqwest's own message is generic; the innermost cause says what went wrong.
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    if e.is_connect() {
-        format!("cannot connect: {cause}")
-    } else {
-        format!("{e}: {cause}")
+    #[test]
+    fn truncation_keeps_whole_characters() {
+        assert_eq!(truncate("héllo wörld", 8), "héll...");
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("€€€€", 2), "...");
     }
 }

@@ -22,6 +22,16 @@ pub enum DisplayError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "cannot read {path}: permission denied; display runs as user 65532, so the runner must leave the file readable by others (for example `chmod a+r` it, or write it with umask 022), or run as user 65532 itself (options.securityContext.runAsUser)"
+    )]
+    Unreadable { path: String },
+    #[error("{path} changed while it was printed ({expected} bytes announced, {copied} printed)")]
+    Changed {
+        path: String,
+        expected: u64,
+        copied: u64,
+    },
     #[error("cannot write to stdout: {0}")]
     Write(std::io::Error),
     #[error("cannot wait for a stop signal: {0}")]
@@ -57,7 +67,7 @@ pub fn decode(log: &[u8], max_bytes: u64) -> Output<'_> {
             Output::Corrupt(not_display(log))
         };
     };
-    let header = &log[..newline];
+    let (header, _) = log.split_at(newline);
     let Some(len) = header
         .strip_prefix(BEGIN.as_bytes())
         .and_then(|n| std::str::from_utf8(n).ok())
@@ -68,22 +78,27 @@ pub fn decode(log: &[u8], max_bytes: u64) -> Output<'_> {
     if len > max_bytes {
         return Output::TooLarge { bytes: len };
     }
-    let start = newline + 1;
-    let end = start + len as usize;
-    if log.len() < end + END.len() {
+    let body = log.get(newline + 1..).unwrap_or_default();
+    let Ok(len) = usize::try_from(len) else {
+        return Output::TooLarge { bytes: len };
+    };
+    let (Some(data), Some(end)) = (body.get(..len), body.get(len..)) else {
+        return Output::Incomplete;
+    };
+    if end.len() < END.len() {
         return Output::Incomplete;
     }
-    if &log[end..end + END.len()] != END {
+    if !end.starts_with(END) {
         return Output::Corrupt(format!(
             "the display log has {} bytes after a header announcing {len}: the output was changed or cut",
-            log.len() - start
+            body.len()
         ));
     }
-    Output::Complete(&log[start..end])
+    Output::Complete(data)
 }
 
 fn not_display(log: &[u8]) -> String {
-    let head: String = String::from_utf8_lossy(&log[..log.len().min(80)]).into();
+    let head: String = String::from_utf8_lossy(log.get(..80).unwrap_or(log)).into();
     format!(
         "the display container's log does not start with the display header (it starts with {head:?}); is the display container running the operator's image?"
     )
@@ -91,12 +106,40 @@ fn not_display(log: &[u8]) -> String {
 
 /// The `display --file PATH` subcommand: print the file, then stay up until SIGTERM/SIGINT.
 pub async fn run(path: &Path) -> Result<(), DisplayError> {
-    let data = std::fs::read(path).map_err(|source| DisplayError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    write_framed(&mut std::io::stdout().lock(), &data).map_err(DisplayError::Write)?;
+    print_file(path, &mut std::io::stdout().lock())?;
     wait_for_stop().await.map_err(DisplayError::Signal)
+}
+
+/// Prints the file framed, streaming it (a few KiB of memory whatever its size).
+pub fn print_file(path: &Path, out: &mut impl Write) -> Result<(), DisplayError> {
+    let shown = || path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::PermissionDenied => DisplayError::Unreadable { path: shown() },
+        _ => DisplayError::Read {
+            path: shown(),
+            source,
+        },
+    })?;
+    let read_err = |source| DisplayError::Read {
+        path: shown(),
+        source,
+    };
+    let len = file.metadata().map_err(read_err)?.len();
+    writeln!(out, "{BEGIN}{len}").map_err(DisplayError::Write)?;
+    let mut reader = std::io::BufReader::new(std::io::Read::take(file, len));
+    let copied = std::io::copy(&mut reader, out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => DisplayError::Unreadable { path: shown() },
+        _ => DisplayError::Write(e),
+    })?;
+    if copied != len {
+        return Err(DisplayError::Changed {
+            path: shown(),
+            expected: len,
+            copied,
+        });
+    }
+    out.write_all(END).map_err(DisplayError::Write)?;
+    out.flush().map_err(DisplayError::Write)
 }
 
 async fn wait_for_stop() -> std::io::Result<()> {
@@ -118,6 +161,23 @@ mod tests {
         let mut out = Vec::new();
         write_framed(&mut out, data).unwrap();
         out
+    }
+
+    #[test]
+    fn printing_a_file_frames_it() {
+        let dir = std::env::temp_dir().join(format!("display-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.json");
+        std::fs::write(&path, "[\"ü\"]").unwrap();
+        let mut out = Vec::new();
+        print_file(&path, &mut out).unwrap();
+        assert_eq!(decode(&out, 100), Output::Complete("[\"ü\"]".as_bytes()));
+        let missing = print_file(&dir.join("nope"), &mut Vec::new()).unwrap_err();
+        assert!(
+            missing.to_string().contains("must write its JSON"),
+            "{missing}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

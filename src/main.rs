@@ -1,6 +1,13 @@
 //! `rancheros-operator`: one binary, three subcommands (`operator`, `display`, `validate`).
 //! Exit codes: 0 success, 1 the work failed, 2 a usage error (from clap).
 
+#![deny(
+    clippy::string_slice,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -16,11 +16,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::controller::ErrorClass;
 use crate::syncer::{Action, Outcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabel {
+    pub class: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -31,7 +37,7 @@ pub struct WriteLabel {
 pub struct Metrics {
     registry: Registry,
     pub reconciliations: Counter,
-    pub reconcile_errors: Counter,
+    pub reconcile_errors: Family<ClassLabel, Counter>,
     pub reconcile_duration: Histogram,
     pub syncs: Family<ResultLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
@@ -44,7 +50,7 @@ impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("rancheros_operator");
         let reconciliations = Counter::default();
-        let reconcile_errors = Counter::default();
+        let reconcile_errors = Family::<ClassLabel, Counter>::default();
         let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
         let syncs = Family::<ResultLabel, Counter>::default();
         let writes = Family::<WriteLabel, Counter>::default();
@@ -56,7 +62,7 @@ impl Default for Metrics {
         );
         registry.register(
             "reconcile_errors",
-            "Reconciliations that failed with an API error and were retried",
+            "Failed sync attempts and reconciliations, by class of error (retryable, refused, input)",
             reconcile_errors.clone(),
         );
         registry.register(
@@ -101,6 +107,14 @@ impl Metrics {
         self.syncs.get_or_create(&ResultLabel { result }).inc();
     }
 
+    pub fn reconcile_error(&self, class: ErrorClass) {
+        self.reconcile_errors
+            .get_or_create(&ClassLabel {
+                class: class.label(),
+            })
+            .inc();
+    }
+
     pub fn wrote(&self, action: &Action) {
         let operation = match action {
             Action::CreatePod(_) => "create_pod",
@@ -122,8 +136,10 @@ impl Metrics {
 
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)
-            .expect("writing to a String cannot fail");
+        // Writing to a String cannot fail; an error would only shorten the page.
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
         out
     }
 }

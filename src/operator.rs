@@ -7,15 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::api::ManagedOSVersionChannel;
 use crate::controller::{self, Context};
 use crate::duration;
+use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::{self, Metrics};
 use crate::syncer::Settings;
 
@@ -82,8 +83,8 @@ pub enum OperatorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("leader election: {0}")]
-    Lease(String),
+    #[error("cannot build the HTTP client for json channels: {0}")]
+    Http(String),
     #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
     LostLease,
     #[error("cannot listen for signals: {0}")]
@@ -117,6 +118,22 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
+/// The namespaces to watch: trimmed, empty entries and repeats dropped (`"a, b,,a"` is
+/// `a` and `b`). Empty: all namespaces.
+pub fn watched_namespaces(given: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for ns in given.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if !out.iter().any(|o| o == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    out
+}
+
+/// How long in-flight reconciliations get to finish after SIGTERM before they are
+/// cancelled, well inside the chart's 30 s grace period.
+const DRAIN: Duration = Duration::from_secs(10);
+
 pub fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -146,9 +163,10 @@ async fn client(args: &OperatorArgs) -> Result<Client, OperatorError> {
 }
 
 /// Runs the operator until a stop signal.
-pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
+pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     // One TLS provider for the kube client and the json-channel HTTP client.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    args.namespaces = watched_namespaces(&args.namespaces);
     let client = client(&args).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
     // namespaces.
@@ -188,7 +206,13 @@ pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
         max_output_bytes: args.max_output_bytes,
         retry_delay: args.retry_delay,
     };
-    let ctx = Arc::new(Context::new(client.clone(), settings, metrics.clone()));
+    let http = crate::fetch::client().map_err(|e| OperatorError::Http(e.to_string()))?;
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        settings,
+        metrics.clone(),
+        http,
+    ));
     metrics.ready.store(true, Ordering::Relaxed);
     info!(
         image = %args.operator_image,
@@ -200,22 +224,48 @@ pub async fn run(args: OperatorArgs) -> Result<(), OperatorError> {
     let result = if args.leader_election {
         run_as_leader(&args, client, ctx, stop_rx.clone()).await
     } else {
-        controller::run(ctx, &args.namespaces, stop_rx.clone()).await;
+        let (_never, lost) = watch::channel(false);
+        run_controllers(ctx, &args.namespaces, stop_rx.clone(), lost).await;
         Ok(())
     };
     info!("stopped");
     if server.is_finished() {
-        server.await.expect("the metrics task does not panic")?;
+        match server.await {
+            Ok(r) => r?,
+            Err(e) => warn!("the metrics server ended abnormally: {e}"),
+        }
     } else {
         server.abort();
     }
-    if signals.is_finished() {
-        signals
-            .await
-            .expect("the signal task does not panic")
-            .map_err(OperatorError::Signal)?;
+    if signals.is_finished()
+        && let Ok(r) = signals.await
+    {
+        r.map_err(OperatorError::Signal)?;
     }
     result
+}
+
+/// Runs the controllers until `stop` (in-flight work gets [`DRAIN`] to finish) or until
+/// `lost` fires (in-flight work is cancelled at once: another replica may act soon).
+async fn run_controllers(
+    ctx: Arc<Context>,
+    namespaces: &[String],
+    stop: watch::Receiver<bool>,
+    mut lost: watch::Receiver<bool>,
+) {
+    let mut stopping = stop.clone();
+    let controllers = controller::run(ctx, namespaces, stop);
+    tokio::pin!(controllers);
+    tokio::select! {
+        _ = &mut controllers => return,
+        _ = lost.wait_for(|l| *l) => return,
+        _ = stopping.wait_for(|s| *s) => {}
+    }
+    tokio::select! {
+        _ = &mut controllers => {}
+        _ = lost.wait_for(|l| *l) => {}
+        _ = tokio::time::sleep(DRAIN) => warn!("in-flight syncs did not finish within {}s of the stop signal; cancelled", DRAIN.as_secs()),
+    }
 }
 
 async fn run_as_leader(
@@ -235,62 +285,40 @@ async fn run_as_leader(
             std::process::id()
         )
     });
-    let manager = LeaseManagerBuilder::new(client, &args.leader_election_lease)
-        .with_namespace(&namespace)
-        .with_identity(&identity)
-        .with_duration(15)
-        .with_grace(5)
-        .build()
-        .await
-        .map_err(|e| OperatorError::Lease(e.to_string()))?;
-    let (mut leader, lease_task) = manager.watch().await;
+    let (leading_tx, mut leading) = watch::channel(false);
+    let elector = Elector::new(
+        Api::<Lease>::namespaced(client, &namespace),
+        LeaseConfig::new(args.leader_election_lease.clone(), identity.clone()),
+    );
+    let election = tokio::spawn(elector.run(leading_tx, stop.clone()));
     info!(lease = %args.leader_election_lease, %namespace, %identity, "waiting for the leader lease");
     let elected = tokio::select! {
-        r = leader.wait_for(|l| *l) => r.is_ok(),
+        r = leading.wait_for(|l| *l) => r.is_ok(),
         _ = stop.wait_for(|s| *s) => false,
     };
     if !elected {
-        drop(leader);
-        release(lease_task).await;
+        let _ = election.await;
         return Ok(());
     }
-    info!("became the leader");
     ctx.metrics.leader.set(1);
-
-    // The controllers stop on a signal or on losing the lease.
     let (lost_tx, lost_rx) = watch::channel(false);
-    let mut watch_leader = leader.clone();
-    let mut watch_stop = stop.clone();
-    let watcher = tokio::spawn(async move {
-        tokio::select! {
-            _ = watch_leader.wait_for(|l| !*l) => { let _ = lost_tx.send(true); true }
-            _ = watch_stop.wait_for(|s| *s) => { let _ = lost_tx.send(true); false }
+    let mut watch_leading = leading.clone();
+    let lost_watch = tokio::spawn(async move {
+        if watch_leading.wait_for(|l| !*l).await.is_ok() {
+            let _ = lost_tx.send(true);
         }
     });
-    controller::run(ctx.clone(), &args.namespaces, lost_rx).await;
-    let lost = watcher.await.unwrap_or(false);
+    run_controllers(ctx.clone(), &args.namespaces, stop.clone(), lost_rx.clone()).await;
     ctx.metrics.leader.set(0);
-    drop(leader);
-    release(lease_task).await;
+    let lost = *lost_rx.borrow() && !*stop.borrow();
+    lost_watch.abort();
     if lost {
-        warn!("lost the leader lease");
+        warn!("lost the leader lease; in-flight syncs were cancelled");
         return Err(OperatorError::LostLease);
     }
+    // Stopped by a signal: the elector releases the Lease.
+    let _ = election.await;
     Ok(())
-}
-
-async fn release(
-    task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
-) {
-    match task.await {
-        Ok(Ok(manager)) => {
-            if let Err(e) = manager.release().await {
-                warn!("could not release the leader lease: {e}");
-            }
-        }
-        Ok(Err(e)) => warn!("leader election ended with an error: {e}"),
-        Err(e) => warn!("leader election task failed: {e}"),
-    }
 }
 
 async fn wait_for_signal() -> std::io::Result<()> {
@@ -316,5 +344,14 @@ mod tests {
         assert!(parse_bytes("0").is_err());
         assert!(parse_bytes("1Zi").unwrap_err().contains("unknown unit"));
         assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+    }
+
+    #[test]
+    fn namespaces_are_trimmed_and_deduplicated() {
+        let given: Vec<String> = ["a", " b", "a", "", " ", "b "]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(watched_namespaces(&given), ["a", "b"]);
     }
 }

@@ -69,8 +69,8 @@ pub fn check_input(name: &Path) -> FileReport {
 /// "No such file or directory (os error 2)" reads better as "no such file or directory".
 fn io_reason(e: &std::io::Error) -> String {
     let text = e.to_string();
-    let text = match text.find(" (os error ") {
-        Some(cut) => &text[..cut],
+    let text = match text.split_once(" (os error ") {
+        Some((reason, _)) => reason,
         None => &text,
     };
     let mut chars = text.chars();

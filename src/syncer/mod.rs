@@ -53,25 +53,17 @@ pub struct Settings {
     pub retry_delay: Duration,
 }
 
-/// A json channel's fetch: where, how long, and the validators of the last successful
-/// sync's response, for a conditional request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FetchRequest {
-    pub options: JsonOptions,
-    pub if_none_match: Option<String>,
-    pub if_modified_since: Option<String>,
-}
-
 /// What a json channel's fetch brought back.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fetched {
     Body {
-        data: Vec<u8>,
+        data: std::sync::Arc<[u8]>,
         etag: Option<String>,
         last_modified: Option<String>,
+        /// The server answered 304 and `data` is the body it confirmed: still compared
+        /// with the versions, so that drift is repaired.
+        not_modified: bool,
     },
-    /// 304: the data did not change since the last successful sync.
-    NotModified,
     Failed(String),
 }
 
@@ -89,9 +81,9 @@ pub struct Observation<'a> {
     pub versions: Option<&'a [ManagedOSVersion]>,
     /// Why creating the syncer pod this decision asked for failed, when it did.
     pub pod_create_error: Option<&'a str>,
-    /// Why the API server refused writing a version this decision asked for (forbidden,
-    /// invalid), when it did.
-    pub write_error: Option<&'a str>,
+    /// A failure the I/O layer met while observing or performing (an API error, a write
+    /// the API server refused): the attempt failed, and says why.
+    pub error: Option<&'a str>,
     pub now: Timestamp,
 }
 
@@ -101,7 +93,7 @@ pub struct Needs {
     pub display_log: bool,
     pub runner_log: bool,
     pub versions: bool,
-    pub fetch: Option<FetchRequest>,
+    pub fetch: Option<JsonOptions>,
 }
 
 impl Needs {
@@ -117,11 +109,13 @@ pub enum Action {
         name: String,
         uid: String,
     },
-    /// Server-side apply of the whole version.
+    /// Server-side apply of the whole version; it carries the uid of the version it
+    /// updates (a precondition), none when it creates one.
     ApplyVersion(Box<ManagedOSVersion>),
-    /// Set or remove the no-longer-in-sync annotation.
+    /// Set or remove the no-longer-in-sync annotation of the version with this uid.
     MarkVersion {
         name: String,
+        uid: String,
         no_longer_in_sync: bool,
     },
     DeleteVersion {
@@ -139,6 +133,7 @@ impl Action {
             Action::MarkVersion {
                 name,
                 no_longer_in_sync: true,
+                ..
             } => format!("flag version {name}"),
             Action::MarkVersion { name, .. } => format!("unflag version {name}"),
             Action::DeleteVersion { name, .. } => format!("delete version {name}"),
@@ -165,7 +160,8 @@ pub enum Outcome {
 pub struct Decision {
     /// When set, nothing else is: observe these, then decide again.
     pub needs: Needs,
-    /// Performed in order; a failure stops the rest and the reconcile is retried.
+    /// Performed in order: the version writes all or none (see `controller`), then the
+    /// rest.
     pub actions: Vec<Action>,
     /// The new status, when it differs from the current one.
     pub status: Option<ManagedOSVersionChannelStatus>,
@@ -223,17 +219,26 @@ impl Decider<'_> {
             .obs
             .pod
             .filter(|p| versions::controlled_by(&p.metadata, self.ch));
+        let resolved = config::resolve(&self.ch.spec);
+        let interval = resolved
+            .as_ref()
+            .map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
+        if let Some(error) = self.obs.error {
+            let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
+            return self.failure(reason::FAILED_TO_SYNC, error.to_string(), interval, pod);
+        }
+        // After a failed attempt (an API error on a disabled or invalid channel too), wait
+        // out the backoff before trying again: no path retries in a tight loop.
+        if let Some(wait) = self.backing_off(interval) {
+            return after(wait);
+        }
         if !config::enabled(&self.ch.spec) {
             return self.disabled(our_pod);
         }
-        let config = match config::resolve(&self.ch.spec) {
+        let config = match resolved {
             Ok(c) => c,
             Err(message) => return self.invalid(our_pod, message),
         };
-        if let Some(error) = self.obs.write_error {
-            let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
-            return self.failure(reason::FAILED_TO_SYNC, error.to_string(), &config, pod);
-        }
         // Only custom channels use a pod; any other pod of that name is not their business.
         let custom = matches!(config.source, Source::Custom(_));
         match (self.obs.pod, our_pod) {
@@ -247,7 +252,7 @@ impl Decider<'_> {
                     pod.name_any(),
                     self.ch.namespace().unwrap_or_default()
                 ),
-                &config,
+                config.sync_interval,
                 None,
             ),
             (Some(_), _) if custom => {
@@ -375,6 +380,30 @@ impl Decider<'_> {
         }
     }
 
+    /// The rest of the backoff after a failed attempt of this generation, if it is not over.
+    fn backing_off(&self, interval: Duration) -> Option<Duration> {
+        let ready = self.ready_condition()?;
+        if self.status.failed_synchronization_attempts == 0
+            || ready.observed_generation != Some(self.generation)
+            || !matches!(
+                ready.reason.as_str(),
+                reason::FAILED_TO_SYNC | reason::FAILED_TO_CREATE_POD
+            )
+            || self.on_demand()
+        {
+            return None;
+        }
+        let Time(last) = self.status.last_sync_attempt_time.as_ref()?;
+        let elapsed = Duration::try_from(self.obs.now.duration_since(*last)).unwrap_or_default();
+        let rest = self.retry_wait(interval).saturating_sub(elapsed);
+        (!rest.is_zero()).then_some(rest)
+    }
+
+    /// Whether the sync-requested-at annotation asks for a sync not acted on yet.
+    fn on_demand(&self) -> bool {
+        self.requested_at().is_some() && self.requested_at() != self.status.sync_requested_at
+    }
+
     /// How long until the next sync is due (zero: now).
     fn sync_due(&self, config: &ChannelConfig) -> Duration {
         let Some(ready) = self.ready_condition() else {
@@ -382,31 +411,30 @@ impl Decider<'_> {
         };
         if ready.observed_generation != Some(self.generation)
             || ready.reason == reason::SYNCHRONIZING
-            || (self.requested_at().is_some()
-                && self.requested_at() != self.status.sync_requested_at)
+            || self.on_demand()
         {
             return Duration::ZERO;
         }
         let Some(Time(last)) = &self.status.last_sync_attempt_time else {
             return Duration::ZERO;
         };
-        let wait = self.retry_wait(config);
+        let wait = self.retry_wait(config.sync_interval);
         let elapsed = self.obs.now.duration_since(*last);
         let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
         wait.saturating_sub(elapsed)
     }
 
     /// The wait after the last attempt: backoff while failing, else the interval.
-    fn retry_wait(&self, config: &ChannelConfig) -> Duration {
+    fn retry_wait(&self, interval: Duration) -> Duration {
         let failures = self.status.failed_synchronization_attempts;
         if (1..MAX_QUICK_RETRIES).contains(&failures) {
             let backoff = self
                 .settings
                 .retry_delay
                 .saturating_mul(1 << (failures - 1).min(16));
-            backoff.min(config.sync_interval)
+            backoff.min(interval)
         } else {
-            config.sync_interval
+            interval
         }
     }
 
@@ -419,7 +447,12 @@ impl Decider<'_> {
             Source::Custom(options) => {
                 if let Some(error) = self.obs.pod_create_error {
                     let error = error.to_string();
-                    return self.failure(reason::FAILED_TO_CREATE_POD, error, config, None);
+                    return self.failure(
+                        reason::FAILED_TO_CREATE_POD,
+                        error,
+                        config.sync_interval,
+                        None,
+                    );
                 }
                 let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
                 let pod = pod::build(self.ch, options, &self.settings.operator_image, timeout);
@@ -443,30 +476,24 @@ impl Decider<'_> {
 
     fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
         let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
-            // Ask conditionally only when the last sync succeeded with this very spec:
-            // then "not modified" really means there is nothing to do.
-            let in_step = self.status.failed_synchronization_attempts == 0
-                && self.status.synced_generation == Some(self.generation);
-            let validator = |v: &Option<String>| v.clone().filter(|_| in_step);
             return needs(Needs {
-                fetch: Some(FetchRequest {
-                    options: options.clone(),
-                    if_none_match: validator(&self.status.source_etag),
-                    if_modified_since: validator(&self.status.source_last_modified),
-                }),
+                fetch: Some(options.clone()),
                 versions: true,
                 ..Default::default()
             });
         };
         match fetched {
-            Fetched::Failed(message) => {
-                self.failure(reason::FAILED_TO_SYNC, message.clone(), config, None)
-            }
-            Fetched::NotModified => self.not_modified(config),
+            Fetched::Failed(message) => self.failure(
+                reason::FAILED_TO_SYNC,
+                message.clone(),
+                config.sync_interval,
+                None,
+            ),
             Fetched::Body {
                 data,
                 etag,
                 last_modified,
+                not_modified,
             } => {
                 let mut d = self.apply_data(data, config, None);
                 if d.outcome == Some(Outcome::Synchronized)
@@ -474,31 +501,14 @@ impl Decider<'_> {
                 {
                     status.source_etag = etag.clone();
                     status.source_last_modified = last_modified.clone();
+                    if *not_modified
+                        && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
+                    {
+                        c.message.push_str(" (the source answered: not modified)");
+                    }
                 }
                 d
             }
-        }
-    }
-
-    /// A 304 from a json channel's server: a successful sync with nothing to write.
-    fn not_modified(&self, config: &ChannelConfig) -> Decision {
-        let count = self.status.synced_versions.unwrap_or_default();
-        let message = format!("synchronized {count} versions (not modified since the last sync)");
-        let mut status = self.status.clone();
-        status.conditions = self.ready(true, reason::SYNCHRONIZED, message.clone());
-        status.last_synced_time = Some(self.timestamp());
-        status.last_sync_attempt_time = Some(self.timestamp());
-        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
-        Decision {
-            status: Some(status),
-            events: vec![Note {
-                warning: false,
-                reason: reason::SYNCHRONIZED,
-                message,
-            }],
-            requeue: Some(config.sync_interval),
-            outcome: Some(Outcome::Synchronized),
-            ..Default::default()
         }
     }
 
@@ -526,23 +536,21 @@ impl Decider<'_> {
             .map(|Time(t)| Duration::try_from(self.obs.now.duration_since(*t)).unwrap_or_default())
             .unwrap_or_default();
         let progress = pod::progress(pod);
-        if age >= timeout && matches!(progress, Progress::Working | Progress::OutputReady { .. }) {
-            let detail = match progress {
-                Progress::OutputReady { .. } => "the display log never held complete output".into(),
-                _ => pod::waiting_summary(pod),
-            };
-            return self.failure(
+        let timed_out = |detail: String| {
+            self.failure(
                 reason::FAILED_TO_SYNC,
                 format!(
                     "timed out after {}: the syncer pod did not finish ({detail})",
                     duration::format(timeout)
                 ),
-                config,
+                config.sync_interval,
                 Some(pod),
-            );
-        }
+            )
+        };
+        let left = timeout.saturating_sub(age);
         match progress {
-            Progress::Working => after(timeout - age),
+            Progress::Working if left.is_zero() => timed_out(pod::waiting_summary(pod)),
+            Progress::Working => after(left),
             Progress::RunnerFailed { exit_code, reason } => {
                 let Some(log) = self.obs.runner_log else {
                     return needs(Needs {
@@ -561,7 +569,7 @@ impl Decider<'_> {
                         "the runner container exited with code {exit_code}{reason}; the end of its output: {}",
                         tail(log)
                     ),
-                    config,
+                    config.sync_interval,
                     Some(pod),
                 )
             }
@@ -578,14 +586,14 @@ impl Decider<'_> {
                         "the display container exited with code {exit_code}: {}",
                         tail(&String::from_utf8_lossy(log))
                     ),
-                    config,
+                    config.sync_interval,
                     Some(pod),
                 )
             }
             Progress::PodFailed { reason } => self.failure(
                 reason::FAILED_TO_SYNC,
                 format!("the syncer pod failed: {reason}"),
-                config,
+                config.sync_interval,
                 Some(pod),
             ),
             Progress::OutputReady { stopped } => {
@@ -596,25 +604,30 @@ impl Decider<'_> {
                         ..Default::default()
                     });
                 };
+                // Complete data is used whatever the pod's age: an operator that comes back
+                // after the timeout still has a finished sync to apply.
                 match display::decode(log, self.settings.max_output_bytes) {
                     Output::Incomplete if stopped => self.failure(
                         reason::FAILED_TO_SYNC,
                         "the display container stopped before its log held all of the channel data".into(),
-                        config,
+                        config.sync_interval,
                         Some(pod),
                     ),
-                    Output::Incomplete => after(POLL.min(timeout - age)),
+                    Output::Incomplete if left.is_zero() => {
+                        timed_out("the display log never held complete output".into())
+                    }
+                    Output::Incomplete => after(POLL.min(left)),
                     Output::TooLarge { bytes } => self.failure(
                         reason::FAILED_TO_SYNC,
                         format!(
                             "the channel data is {bytes} bytes, more than the operator's limit of {} bytes (--max-output-bytes)",
                             self.settings.max_output_bytes
                         ),
-                        config,
+                        config.sync_interval,
                         Some(pod),
                     ),
                     Output::Corrupt(why) => {
-                        self.failure(reason::FAILED_TO_SYNC, why, config, Some(pod))
+                        self.failure(reason::FAILED_TO_SYNC, why, config.sync_interval, Some(pod))
                     }
                     Output::Complete(data) => self.apply_data(data, config, Some(pod)),
                 }
@@ -622,44 +635,72 @@ impl Decider<'_> {
         }
     }
 
+    /// The on-demand request this attempt serves: the one recorded when its pod started
+    /// (a request made while the pod ran asks for one more sync), or the current one.
+    fn served_request(&self, pod: Option<&Pod>) -> Option<String> {
+        if pod.is_some() {
+            self.status.sync_requested_at.clone()
+        } else {
+            self.requested_at()
+                .or(self.status.sync_requested_at.clone())
+        }
+    }
+
     /// Parses the channel data and, when valid, writes the versions.
     fn apply_data(&self, data: &[u8], config: &ChannelConfig, pod: Option<&Pod>) -> Decision {
         let existing = self.obs.versions.unwrap_or_default();
-        let items = match channel::parse(data) {
-            Ok(items) => items,
+        let interval = config.sync_interval;
+        let parsed = match channel::parse(data) {
+            Ok(parsed) => parsed,
             Err(e) => {
-                return self.failure(reason::FAILED_TO_SYNC, e.to_string(), config, pod);
+                return self.failure(reason::FAILED_TO_SYNC, e.to_string(), interval, pod);
             }
         };
+        let items = &parsed.versions;
         let plan = match versions::plan(
             self.ch,
-            Some((config, &items)),
+            Some((config, items)),
             existing,
             config.delete_no_longer_in_sync,
         ) {
             Ok(plan) => plan,
-            Err(conflict) => return self.failure(reason::FAILED_TO_SYNC, conflict, config, pod),
+            Err(conflict) => return self.failure(reason::FAILED_TO_SYNC, conflict, interval, pod),
         };
-        let summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
+        let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
+        let mut events = Vec::new();
+        if !parsed.duplicates.is_empty() {
+            let names = parsed.duplicates.join(", ");
+            summary.push_str(&format!(
+                "; duplicate names in the channel data, the last entry of each was used: {names}"
+            ));
+            events.push(Note {
+                warning: true,
+                reason: "DuplicateVersions",
+                message: format!(
+                    "the channel data lists these names more than once; the last entry of each was used: {names}"
+                ),
+            });
+        }
+        events.push(Note {
+            warning: false,
+            reason: reason::SYNCHRONIZED,
+            message: summary.clone(),
+        });
         let mut actions = plan.actions;
         actions.extend(pod.map(Self::delete_pod));
         let mut status = self.status.clone();
-        status.conditions = self.ready(true, reason::SYNCHRONIZED, summary.clone());
+        status.conditions = self.ready(true, reason::SYNCHRONIZED, summary);
         status.last_synced_time = Some(self.timestamp());
         status.last_sync_attempt_time = Some(self.timestamp());
         status.synced_generation = Some(self.generation);
-        status.synced_versions = Some(items.len() as i64);
+        status.synced_versions = i64::try_from(items.len()).ok();
         status.failed_synchronization_attempts = 0;
-        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        status.sync_requested_at = self.served_request(pod);
         Decision {
             actions,
             status: Some(status),
-            events: vec![Note {
-                warning: false,
-                reason: reason::SYNCHRONIZED,
-                message: summary,
-            }],
-            requeue: Some(config.sync_interval),
+            events,
+            requeue: Some(interval),
             outcome: Some(Outcome::Synchronized),
             ..Default::default()
         }
@@ -670,20 +711,21 @@ impl Decider<'_> {
         &self,
         reason: &'static str,
         message: String,
-        config: &ChannelConfig,
+        interval: Duration,
         pod: Option<&Pod>,
     ) -> Decision {
         let mut status = self.status.clone();
-        status.failed_synchronization_attempts += 1;
+        status.failed_synchronization_attempts =
+            status.failed_synchronization_attempts.saturating_add(1);
         status.last_sync_attempt_time = Some(self.timestamp());
-        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        status.sync_requested_at = self.served_request(pod);
         let attempts = status.failed_synchronization_attempts;
         let next = {
             let probe = Decider {
                 status: status.clone(),
                 ..*self
             };
-            probe.retry_wait(config)
+            probe.retry_wait(interval)
         };
         let retry = if attempts >= MAX_QUICK_RETRIES {
             format!(
@@ -723,11 +765,11 @@ fn tail(log: &str) -> String {
     if joined.len() <= TAIL_BYTES {
         return joined;
     }
-    let mut start = joined.len() - TAIL_BYTES;
+    let mut start = joined.len().saturating_sub(TAIL_BYTES);
     while !joined.is_char_boundary(start) {
         start += 1;
     }
-    format!("...{}", &joined[start..])
+    format!("...{}", joined.get(start..).unwrap_or_default())
 }
 
 #[cfg(test)]

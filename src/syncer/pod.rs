@@ -4,9 +4,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource, Pod, PodSpec,
-    Volume, VolumeMount,
+    Capabilities, Container, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource, Pod,
+    PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, SecurityContext, Volume,
+    VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
@@ -18,9 +20,53 @@ pub const DISPLAY: &str = "display";
 const VOLUME: &str = "channel-data";
 /// Annotation on the pod: the channel generation it was created for.
 pub const GENERATION_ANNOTATION: &str = "rancheros.cattle.io/channel-generation";
+/// Annotation on the pod: the operator image it was created with. Stale pods are told by
+/// this record, never by the container's `image`, which admission (a digest-pinning or
+/// mirror webhook) may rewrite.
+pub const OPERATOR_IMAGE_ANNOTATION: &str = "rancheros.cattle.io/operator-image";
+/// The user `display` runs as (the operator image's own non-root user).
+pub const DISPLAY_UID: i64 = 65532;
 /// The kubelet kills a pod this long after the operator's own timeout, in case the
 /// operator is not running to do it.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(60);
+
+/// The hardening both containers get (Pod Security Standard `restricted`), except the user:
+/// no privilege escalation, no capabilities, read-only root filesystem.
+fn hardened() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            add: None,
+        }),
+        read_only_root_filesystem: Some(true),
+        ..Default::default()
+    }
+}
+
+/// The runner's security context: the hardened default with the channel's own settings
+/// laid over it field by field (a user id, `runAsNonRoot`, or a writable root filesystem).
+fn runner_security(user: Option<&SecurityContext>) -> SecurityContext {
+    let base = hardened();
+    let Some(user) = user else { return base };
+    SecurityContext {
+        allow_privilege_escalation: user
+            .allow_privilege_escalation
+            .or(base.allow_privilege_escalation),
+        capabilities: user.capabilities.clone().or(base.capabilities),
+        read_only_root_filesystem: user
+            .read_only_root_filesystem
+            .or(base.read_only_root_filesystem),
+        ..user.clone()
+    }
+}
+
+fn quantities(cpu: &str, memory: &str) -> BTreeMap<String, Quantity> {
+    BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpu.into())),
+        ("memory".to_string(), Quantity(memory.into())),
+    ])
+}
 
 /// The syncer pod for a channel.
 pub fn build(
@@ -44,10 +90,16 @@ pub fn build(
                 CHANNEL_LABEL.to_string(),
                 channel.name_any(),
             )])),
-            annotations: Some(BTreeMap::from([(
-                GENERATION_ANNOTATION.to_string(),
-                channel.metadata.generation.unwrap_or_default().to_string(),
-            )])),
+            annotations: Some(BTreeMap::from([
+                (
+                    GENERATION_ANNOTATION.to_string(),
+                    channel.metadata.generation.unwrap_or_default().to_string(),
+                ),
+                (
+                    OPERATOR_IMAGE_ANNOTATION.to_string(),
+                    operator_image.to_string(),
+                ),
+            ])),
             owner_references: channel.controller_owner_ref(&()).map(|r| vec![r]),
             ..Default::default()
         },
@@ -56,7 +108,19 @@ pub fn build(
             automount_service_account_token: Some(false),
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(10),
-            active_deadline_seconds: Some((timeout + DEADLINE_MARGIN).as_secs() as i64),
+            active_deadline_seconds: Some(
+                i64::try_from((timeout + DEADLINE_MARGIN).as_secs()).unwrap_or(i64::MAX),
+            ),
+            security_context: Some(PodSecurityContext {
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    localhost_profile: None,
+                }),
+                ..Default::default()
+            }),
+            image_pull_secrets: options.image_pull_secrets.clone(),
+            node_selector: options.node_selector.clone(),
+            tolerations: options.tolerations.clone(),
             volumes: Some(vec![Volume {
                 name: VOLUME.into(),
                 empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -69,6 +133,8 @@ pub fn build(
                 args: options.args.clone(),
                 env: options.env.clone(),
                 env_from: options.env_from.clone(),
+                security_context: Some(runner_security(options.security_context.as_ref())),
+                resources: options.resources.clone(),
                 volume_mounts: mount(),
                 ..Default::default()
             }]),
@@ -81,6 +147,18 @@ pub fn build(
                     "--file".into(),
                     options.output_file.clone(),
                 ]),
+                security_context: Some(SecurityContext {
+                    run_as_non_root: Some(true),
+                    run_as_user: Some(DISPLAY_UID),
+                    run_as_group: Some(DISPLAY_UID),
+                    ..hardened()
+                }),
+                // display streams the file to its log: little CPU, a few MiB.
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities("10m", "16Mi")),
+                    limits: Some(quantities("200m", "64Mi")),
+                    ..Default::default()
+                }),
                 volume_mounts: mount(),
                 ..Default::default()
             }],
@@ -96,15 +174,11 @@ pub fn stale_reason(
     channel: &ManagedOSVersionChannel,
     operator_image: &str,
 ) -> Option<String> {
-    let image = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == DISPLAY))
-        .and_then(|c| c.image.as_deref());
-    if image != Some(operator_image) {
+    let image = pod.annotations().get(OPERATOR_IMAGE_ANNOTATION);
+    if image.map(String::as_str) != Some(operator_image) {
         return Some(format!(
             "it was created by an operator with image {}",
-            image.unwrap_or("(none)")
+            image.map_or("(unknown)", String::as_str)
         ));
     }
     let generation = pod.annotations().get(GENERATION_ANNOTATION);
@@ -286,6 +360,136 @@ mod tests {
             Progress::PodFailed {
                 reason: "DeadlineExceeded: too slow".into()
             }
+        );
+    }
+
+    /// Every rule of the Pod Security Standard `restricted` (Kubernetes 1.25+) that a pod
+    /// spec can break, as the PodSecurity admission plugin checks them.
+    fn restricted_violations(pod: &Pod) -> Vec<String> {
+        let spec = pod.spec.as_ref().unwrap();
+        let pod_sc = spec.security_context.clone().unwrap_or_default();
+        let mut out = Vec::new();
+        if spec.host_network == Some(true)
+            || spec.host_pid == Some(true)
+            || spec.host_ipc == Some(true)
+        {
+            out.push("host namespaces".to_string());
+        }
+        for v in spec.volumes.iter().flatten() {
+            let allowed = v.empty_dir.is_some()
+                || v.config_map.is_some()
+                || v.secret.is_some()
+                || v.projected.is_some()
+                || v.downward_api.is_some()
+                || v.persistent_volume_claim.is_some()
+                || v.ephemeral.is_some()
+                || v.csi.is_some();
+            if !allowed {
+                out.push(format!("volume {}", v.name));
+            }
+        }
+        if pod_sc.run_as_user == Some(0) {
+            out.push("pod runAsUser 0".into());
+        }
+        let containers = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(spec.containers.iter());
+        for c in containers {
+            let sc = c.security_context.clone().unwrap_or_default();
+            let n = &c.name;
+            if sc.privileged == Some(true) {
+                out.push(format!("{n}: privileged"));
+            }
+            if sc.allow_privilege_escalation != Some(false) {
+                out.push(format!("{n}: allowPrivilegeEscalation"));
+            }
+            let caps = sc.capabilities.clone().unwrap_or_default();
+            if !caps.drop.iter().flatten().any(|d| d == "ALL") {
+                out.push(format!("{n}: capabilities.drop ALL"));
+            }
+            if caps.add.iter().flatten().any(|a| a != "NET_BIND_SERVICE") {
+                out.push(format!("{n}: capabilities.add"));
+            }
+            if sc.run_as_non_root.or(pod_sc.run_as_non_root) != Some(true) {
+                out.push(format!("{n}: runAsNonRoot"));
+            }
+            if sc.run_as_user == Some(0) {
+                out.push(format!("{n}: runAsUser 0"));
+            }
+            let seccomp = sc.seccomp_profile.or(pod_sc.seccomp_profile.clone());
+            if !seccomp.is_some_and(|s| s.type_ == "RuntimeDefault" || s.type_ == "Localhost") {
+                out.push(format!("{n}: seccompProfile"));
+            }
+            if c.ports.iter().flatten().any(|p| p.host_port.is_some()) {
+                out.push(format!("{n}: hostPort"));
+            }
+        }
+        out
+    }
+
+    fn options(extra: serde_json::Value) -> CustomOptions {
+        let mut spec = json!({"type": "custom", "options": {"image": "runner:1"}});
+        for (k, v) in extra.as_object().unwrap() {
+            spec["options"][k] = v.clone();
+        }
+        let spec = serde_json::from_value(spec).unwrap();
+        match crate::config::resolve(&spec).unwrap().source {
+            crate::config::Source::Custom(o) => *o,
+            crate::config::Source::Json(_) => unreachable!(),
+        }
+    }
+
+    fn channel() -> ManagedOSVersionChannel {
+        crate::syncer::tests::channel(json!({"type": "custom", "options": {"image": "runner:1"}}))
+    }
+
+    #[test]
+    fn the_pod_meets_the_restricted_profile_when_the_runner_runs_as_non_root() {
+        let pod = build(
+            &channel(),
+            &options(json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 1000}})),
+            "op:1",
+            Duration::from_secs(60),
+        );
+        assert_eq!(restricted_violations(&pod), Vec::<String>::new());
+        // By default only the runner's user is left open (it may need root).
+        let pod = build(
+            &channel(),
+            &options(json!({})),
+            "op:1",
+            Duration::from_secs(60),
+        );
+        assert_eq!(restricted_violations(&pod), ["runner: runAsNonRoot"]);
+    }
+
+    #[test]
+    fn channel_options_reach_the_pod() {
+        let pod = build(
+            &channel(),
+            &options(json!({
+                "securityContext": {"runAsUser": 1000, "readOnlyRootFilesystem": false},
+                "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}},
+                "imagePullSecrets": [{"name": "regcred"}],
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "os", "effect": "NoSchedule"}]
+            })),
+            "op:1",
+            Duration::from_secs(60),
+        );
+        let pod = serde_json::to_value(pod).unwrap();
+        let spec = &pod["spec"];
+        assert_eq!(spec["imagePullSecrets"], json!([{"name": "regcred"}]));
+        assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+        assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+        let runner = &spec["initContainers"][0];
+        assert_eq!(runner["resources"]["limits"]["memory"], "32Mi");
+        // The channel's settings are laid over the hardened default, field by field.
+        assert_eq!(
+            runner["securityContext"],
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                   "readOnlyRootFilesystem": false, "runAsUser": 1000})
         );
     }
 

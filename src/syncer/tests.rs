@@ -3,6 +3,7 @@
 use super::*;
 use crate::api::{CHANNEL_LABEL, NO_LONGER_IN_SYNC_ANNOTATION};
 use crate::channel::ChannelVersion;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use serde_json::{Value, json};
 
 pub(crate) fn channel(spec: Value) -> ManagedOSVersionChannel {
@@ -13,13 +14,44 @@ pub(crate) fn channel(spec: Value) -> ManagedOSVersionChannel {
     ch
 }
 
+/// A version as the API server shows it after the operator applied `v`: with a uid and
+/// the operator's `managedFields` entry.
 pub(crate) fn existing_version(
     ch: &ManagedOSVersionChannel,
     mut v: ManagedOSVersion,
 ) -> ManagedOSVersion {
     v.metadata.uid = Some(format!("{}-uid", v.name_any()));
     v.metadata.namespace = ch.namespace();
+    v.metadata.managed_fields = Some(vec![applied_by_operator(&v)]);
     v
+}
+
+/// The `managedFields` entry of an apply of `v` by the operator.
+pub(crate) fn applied_by_operator(v: &ManagedOSVersion) -> ManagedFieldsEntry {
+    fn field_set(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| (format!("f:{k}"), field_set(v)))
+                    .collect(),
+            ),
+            _ => json!({}),
+        }
+    }
+    let fields = json!({
+        "f:metadata": {
+            "f:labels": field_set(&json!(v.labels())),
+            "f:annotations": field_set(&json!(v.annotations())),
+        },
+        "f:spec": field_set(&serde_json::to_value(&v.spec).unwrap()),
+    });
+    ManagedFieldsEntry {
+        manager: Some(crate::api::FIELD_MANAGER.into()),
+        operation: Some("Apply".into()),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(FieldsV1(fields)),
+        ..Default::default()
+    }
 }
 
 const SAMPLE: &str = r#"[{"metadata":{"name":"foo"},"spec":{"version":"v1","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v1"}}},{"metadata":{"name":"bar"},"spec":{"version":"v2","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v2"}}}]"#;
@@ -55,7 +87,7 @@ fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
         fetched: None,
         versions: None,
         pod_create_error: None,
-        write_error: None,
+        error: None,
         now,
     }
 }
@@ -166,7 +198,8 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
             "metadata": {
                 "name": "chan", "namespace": "ns",
                 "labels": {"rancheros.cattle.io/channel": "chan"},
-                "annotations": {"rancheros.cattle.io/channel-generation": "1"},
+                "annotations": {"rancheros.cattle.io/channel-generation": "1",
+                                "rancheros.cattle.io/operator-image": "rancheros-operator:dev"},
                 "ownerReferences": [{"apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
                                      "name": "chan", "uid": "uid-1", "controller": true}]
             },
@@ -176,15 +209,23 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
                 "enableServiceLinks": false,
                 "terminationGracePeriodSeconds": 10,
                 "activeDeadlineSeconds": 360,
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                 "volumes": [{"name": "channel-data", "emptyDir": {}}],
                 "initContainers": [{
                     "name": "runner", "image": "runner:1",
                     "command": ["/bin/bash", "-c", "--"], "args": ["echo hi > /output/data"],
+                    "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                        "readOnlyRootFilesystem": true},
                     "volumeMounts": [{"name": "channel-data", "mountPath": "/output"}]
                 }],
                 "containers": [{
                     "name": "display", "image": "rancheros-operator:dev", "imagePullPolicy": "IfNotPresent",
                     "args": ["display", "--file", "/output/data"],
+                    "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]},
+                                        "readOnlyRootFilesystem": true, "runAsNonRoot": true,
+                                        "runAsUser": 65532, "runAsGroup": 65532},
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                  "limits": {"cpu": "200m", "memory": "64Mi"}},
                     "volumeMounts": [{"name": "channel-data", "mountPath": "/output"}]
                 }]
             }
@@ -551,7 +592,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
         versions::desired(
             &ch,
             &config::resolve(&ch.spec).unwrap(),
-            &channel::parse(SAMPLE.as_bytes()).unwrap()[0],
+            &channel::parse(SAMPLE.as_bytes()).unwrap().versions[0],
         ),
     );
     let d = at_pod(&ch, &pod, t(3));
@@ -642,19 +683,17 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
     let d = decide(&obs(&ch, t(0)), &settings());
     let request = d.needs.fetch.clone().expect("a fetch");
-    assert_eq!(request.options.uri, "http://127.0.0.1:1/c.json");
-    assert_eq!(
-        request.if_none_match, None,
-        "nothing to be conditional on yet"
-    );
-    let body = Fetched::Body {
-        data: SAMPLE.as_bytes().to_vec(),
+    assert_eq!(request.uri, "http://127.0.0.1:1/c.json");
+    let body = |not_modified| Fetched::Body {
+        data: SAMPLE.as_bytes().into(),
         etag: Some("\"v1\"".into()),
         last_modified: Some("Mon, 30 Nov 2026 10:00:00 GMT".into()),
+        not_modified,
     };
+    let first = body(false);
     let d = decide(
         &Observation {
-            fetched: Some(&body),
+            fetched: Some(&first),
             versions: Some(&[]),
             ..obs(&ch, t(0))
         },
@@ -665,20 +704,18 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
         d.status.as_ref().unwrap().source_etag.as_deref(),
         Some("\"v1\"")
     );
-
-    // The next sync asks conditionally, and a 304 writes nothing.
     let ch = with_status(&ch, &d);
-    let d = decide(&obs(&ch, t(3600)), &settings());
-    let request = d.needs.fetch.clone().expect("a fetch");
-    assert_eq!(request.if_none_match.as_deref(), Some("\"v1\""));
-    assert_eq!(
-        request.if_modified_since.as_deref(),
-        Some("Mon, 30 Nov 2026 10:00:00 GMT")
-    );
+    let cfg = config::resolve(&ch.spec).unwrap();
+    let items = channel::parse(SAMPLE.as_bytes()).unwrap().versions;
+    let foo = existing_version(&ch, versions::desired(&ch, &cfg, &items[0]));
+    let bar = existing_version(&ch, versions::desired(&ch, &cfg, &items[1]));
+
+    // A 304 is answered with the body it confirms: nothing to write when nothing drifted...
+    let again = body(true);
     let d = decide(
         &Observation {
-            fetched: Some(&Fetched::NotModified),
-            versions: Some(&[]),
+            fetched: Some(&again),
+            versions: Some(&[foo.clone(), bar.clone()]),
             ..obs(&ch, t(3600))
         },
         &settings(),
@@ -686,18 +723,24 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     assert_eq!(d.actions, vec![]);
     assert_eq!(
         ready(&d).message,
-        "synchronized 2 versions (not modified since the last sync)"
+        "synchronized 2 versions (no changes) (the source answered: not modified)"
     );
     assert_eq!(
         d.status.as_ref().unwrap().last_synced_time,
         Some(Time(t(3600)))
     );
-
-    // After a spec change the fetch is unconditional again.
-    let mut changed = ch.clone();
-    changed.metadata.generation = Some(2);
-    let d = decide(&obs(&changed, t(3601)), &settings());
-    assert_eq!(d.needs.fetch.unwrap().if_none_match, None);
+    // ...and a version someone deleted or edited is restored all the same.
+    let mut edited = bar.clone();
+    edited.spec.version = Some("v9".into());
+    let d = decide(
+        &Observation {
+            fetched: Some(&again),
+            versions: Some(&[edited]),
+            ..obs(&ch, t(7200))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["apply version foo", "apply version bar"]);
 
     let failed = Fetched::Failed("HTTP 404 Not Found from http://127.0.0.1:1/c.json".into());
     let d = decide(
@@ -748,7 +791,7 @@ fn a_refused_version_write_fails_the_sync() {
     let d = decide(
         &Observation {
             pod: Some(&pod),
-            write_error: Some("apply version foo: forbidden"),
+            error: Some("apply version foo: forbidden"),
             ..obs(&ch, t(3))
         },
         &settings(),
@@ -771,4 +814,174 @@ fn tails_are_short_and_on_one_line() {
     let long = "é".repeat(1000);
     let t = tail(&long);
     assert!(t.starts_with("...") && t.len() <= TAIL_BYTES + 4);
+}
+
+// --- hardening: failures, timeouts, on-demand requests, duplicates, drift ----------------
+
+#[test]
+fn complete_data_in_the_log_is_used_even_after_the_timeout() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    // The operator was away for an hour; the data waited in the display log.
+    let d = at_pod(&ch, &pod, t(3600));
+    assert!(d.needs.display_log, "{d:?}");
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(3600));
+    assert_eq!(
+        descriptions(&d),
+        ["apply version foo", "apply version bar", "delete pod chan"]
+    );
+    assert_eq!(ready(&d).reason, "Synchronized");
+    // Incomplete data past the timeout is a timeout.
+    let d = reading(&ch, &pod, &framed(SAMPLE)[..40], &[], t(3600));
+    assert!(
+        ready(&d).message.starts_with(
+            "timed out after 5m: the syncer pod did not finish (the display log never held complete output)"
+        ),
+        "{}",
+        ready(&d).message
+    );
+}
+
+#[test]
+fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
+    let mut ch = sample_channel();
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-1".into());
+    let d = decide(&obs(&ch, t(0)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    let mut ch = with_status(&ch, &d);
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    // A new request arrives while the pod runs; its data predates the request.
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-2".into());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
+    assert_eq!(ready(&d).reason, "Synchronized");
+    assert_eq!(
+        d.status.as_ref().unwrap().sync_requested_at.as_deref(),
+        Some("req-1")
+    );
+    let ch = with_status(&ch, &d);
+    // Pod gone: the pending request starts one more sync...
+    let d = decide(&obs(&ch, t(6)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    let ch = with_status(&ch, &d);
+    let pod = pod_in(&ch, t(6), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(10));
+    let ch = with_status(&ch, &d);
+    // ...and only one.
+    let d = decide(&obs(&ch, t(12)), &settings());
+    assert_eq!(d.actions, vec![]);
+    assert_eq!(d.requeue, Some(Duration::from_secs(3600 - 2)));
+}
+
+#[test]
+fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let data = r#"[
+        {"metadata":{"name":"foo"},"spec":{"type":"container","version":"v1","metadata":{"upgradeImage":"a:v1"}}},
+        {"metadata":{"name":"bar"},"spec":{"type":"container","version":"v2","metadata":{"upgradeImage":"a:v2"}}},
+        {"metadata":{"name":"foo"},"spec":{"type":"iso","version":"v1","metadata":{"uri":"http://x/v1.iso"}}}
+    ]"#;
+    let d = reading(&ch, &pod, &framed(data), &[], t(3));
+    assert_eq!(
+        descriptions(&d),
+        ["apply version foo", "apply version bar", "delete pod chan"]
+    );
+    let Action::ApplyVersion(foo) = &d.actions[0] else {
+        unreachable!()
+    };
+    assert_eq!(foo.spec.type_, "iso", "the last entry wins");
+    let r = ready(&d);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Synchronized")
+    );
+    assert!(
+        r.message
+            .ends_with("duplicate names in the channel data, the last entry of each was used: foo"),
+        "{}",
+        r.message
+    );
+    let warning = d
+        .events
+        .iter()
+        .find(|n| n.warning)
+        .expect("a Warning event");
+    assert_eq!(warning.reason, "DuplicateVersions");
+    assert!(warning.message.ends_with("foo"), "{}", warning.message);
+}
+
+#[test]
+fn an_api_error_is_a_failed_attempt_that_backs_off() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            error: Some(
+                "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
+            ),
+            ..obs(&ch, t(3))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert_eq!(d.outcome, Some(Outcome::Failed));
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    assert_eq!(
+        d.status.as_ref().unwrap().failed_synchronization_attempts,
+        1
+    );
+    assert_eq!(d.events.len(), 1);
+    assert_eq!(d.requeue, Some(Duration::from_secs(10)));
+    // The status write wakes the controller again: it waits out the backoff.
+    let ch = with_status(&ch, &d);
+    let d = decide(&obs(&ch, t(5)), &settings());
+    assert_eq!(
+        (d.actions.len(), d.requeue),
+        (0, Some(Duration::from_secs(8)))
+    );
+}
+
+#[test]
+fn a_disabled_channel_whose_writes_fail_backs_off_instead_of_looping() {
+    let mut ch = sample_channel();
+    ch.spec.enabled = Some(false);
+    let d = decide(
+        &Observation {
+            error: Some("flag version foo: admission webhook denied the request"),
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    let ch = with_status(&ch, &d);
+    for now in [1, 5, 9] {
+        let d = decide(&obs(&ch, t(now)), &settings());
+        assert_eq!(d.actions, vec![], "at {now}s");
+        assert_eq!(d.status, None, "at {now}s");
+        assert_eq!(d.requeue, Some(Duration::from_secs(10 - now as u64)));
+    }
+    // After the backoff the disabled channel is handled again.
+    let d = decide(&obs(&ch, t(10)), &settings());
+    assert!(d.needs.versions, "{d:?}");
+}
+
+#[test]
+fn a_pod_whose_image_admission_rewrote_is_not_replaced() {
+    let ch = sample_channel();
+    let mut pod = pod_in(&ch, t(0), json!({"phase": "Pending"}));
+    // A mutating webhook pinned the display image to a digest.
+    let spec = pod.spec.as_mut().unwrap();
+    spec.containers[0].image = Some("mirror.local/rancheros-operator@sha256:abc".into());
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let d = at_pod(&ch, &pod, t(3));
+    assert_eq!(d.actions, vec![], "{d:?}");
+    // A pod without the operator's record (an older operator's) is replaced.
+    pod.annotations_mut().remove(pod::OPERATOR_IMAGE_ANNOTATION);
+    let d = at_pod(&ch, &pod, t(3));
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
 }

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use super::Action;
 use crate::api::{
-    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
+    CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
+    NO_LONGER_IN_SYNC_ANNOTATION,
 };
 use crate::channel::ChannelVersion;
 use crate::config::ChannelConfig;
@@ -105,15 +106,101 @@ pub fn with_registry(registry: &str, target: &str) -> String {
     )
 }
 
-/// Whether `existing` lacks anything `want` sets. Labels and annotations others added are
-/// left alone.
-fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
+/// Whether `existing` must be written to become `want`. Only what the operator owns counts:
+/// everything `want` sets must be there with the same value (numbers compared by value),
+/// and nothing the operator's last apply set may be left that `want` no longer sets (a
+/// label dropped from the channel data). Fields other managers added are ignored.
+pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
     let contains = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
         want.iter().all(|(k, v)| have.get(k) == Some(v))
     };
-    existing.spec != want.spec
-        || !contains(existing.labels(), want.labels())
+    let (Ok(have_spec), Ok(want_spec)) = (
+        serde_json::to_value(&existing.spec),
+        serde_json::to_value(&want.spec),
+    ) else {
+        return true;
+    };
+    if !contains(existing.labels(), want.labels())
         || !contains(existing.annotations(), want.annotations())
+        || !subset(&want_spec, &have_spec)
+    {
+        return true;
+    }
+    let Some(owned) = owned_fields(existing) else {
+        // Not written by this operator's apply yet (or the record is gone): write once.
+        return true;
+    };
+    let want_meta = serde_json::json!({
+        "labels": want.labels(),
+        "annotations": want.annotations(),
+    });
+    let owned_meta = owned.get("f:metadata").cloned().unwrap_or_default();
+    let owned_meta = serde_json::json!({
+        "f:labels": owned_meta.get("f:labels").cloned().unwrap_or_default(),
+        "f:annotations": owned_meta.get("f:annotations").cloned().unwrap_or_default(),
+    });
+    owns_more(&owned_meta, &want_meta)
+        || owns_more(owned.get("f:spec").unwrap_or(&Value::Null), &want_spec)
+}
+
+/// The fields the operator's last server-side apply set (`managedFields`, `FieldsV1`).
+fn owned_fields(v: &ManagedOSVersion) -> Option<&Value> {
+    v.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        })
+        .and_then(|m| m.fields_v1.as_ref())
+        .map(|f| &f.0)
+}
+
+/// Whether the owned field set names a field that `want` does not have. Keys of a field set
+/// are `f:<name>`; lists under free-form objects are atomic, so only `f:` keys matter.
+fn owns_more(owned: &Value, want: &Value) -> bool {
+    let Value::Object(fields) = owned else {
+        return false;
+    };
+    fields.iter().any(|(key, sub)| {
+        let Some(name) = key.strip_prefix("f:") else {
+            return false;
+        };
+        match want.get(name) {
+            None => true,
+            Some(child) => owns_more(sub, child),
+        }
+    })
+}
+
+/// Whether everything in `want` is in `have` with the same value; objects may hold more
+/// keys in `have`, numbers are compared by value (`1` equals `1.0`).
+fn subset(want: &Value, have: &Value) -> bool {
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => w
+            .iter()
+            .all(|(k, v)| h.get(k).is_some_and(|hv| subset(v, hv))),
+        (Value::Array(w), Value::Array(h)) => {
+            w.len() == h.len() && w.iter().zip(h).all(|(a, b)| same(a, b))
+        }
+        _ => same(want, have),
+    }
+}
+
+/// Equal values, with numbers compared by value.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y || matches!((x.as_f64(), y.as_f64()), (Some(p), Some(q)) if p == q)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 /// The writes that bring `existing` in line with what a sync listed (`None`: the channel is
@@ -130,6 +217,8 @@ pub fn plan(
     let mut plan = Plan::default();
     let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
     let mut conflicts = Vec::new();
+    // Deletes go last: the only writes that cannot be undone if a later one is refused.
+    let mut deletes = Vec::new();
     for (config, item) in listing
         .iter()
         .flat_map(|(c, items)| items.iter().map(move |i| (*c, i)))
@@ -146,11 +235,15 @@ pub fn plan(
             Some(have) => {
                 if differs(have, &want) {
                     plan.updated += 1;
+                    let mut want = want;
+                    // A precondition: a version replaced meanwhile is never taken over.
+                    want.metadata.uid = have.uid();
                     plan.actions.push(Action::ApplyVersion(Box::new(want)));
                 }
                 if is_flagged(have) {
                     plan.actions.push(Action::MarkVersion {
                         name: item.name.clone(),
+                        uid: have.uid().unwrap_or_default(),
                         no_longer_in_sync: false,
                     });
                 }
@@ -172,7 +265,7 @@ pub fn plan(
         }
         if delete_unlisted {
             plan.deleted += 1;
-            plan.actions.push(Action::DeleteVersion {
+            deletes.push(Action::DeleteVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
             });
@@ -180,10 +273,12 @@ pub fn plan(
             plan.flagged += 1;
             plan.actions.push(Action::MarkVersion {
                 name,
+                uid: have.uid().unwrap_or_default(),
                 no_longer_in_sync: true,
             });
         }
     }
+    plan.actions.extend(deletes);
     Ok(plan)
 }
 
@@ -363,5 +458,115 @@ mod tests {
         // Not listed, not ours: left alone.
         let p = plan(&ch, Some((&config(&ch), &[])), &[theirs], true).unwrap();
         assert_eq!(p, Plan::default());
+    }
+}
+
+#[cfg(test)]
+mod change_detection {
+    use super::*;
+    use crate::syncer::tests::{applied_by_operator, channel, existing_version};
+    use serde_json::json;
+
+    fn version(labels: Value, spec: Value) -> ManagedOSVersion {
+        let mut v = ManagedOSVersion::new("foo", spec_of(spec));
+        v.metadata.labels = serde_json::from_value(labels).unwrap();
+        v
+    }
+
+    #[test]
+    fn only_what_the_operator_owns_counts() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let want = version(
+            json!({"a": "1", CHANNEL_LABEL: "chan"}),
+            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x", "size": 1}}),
+        );
+        let have = existing_version(&ch, want.clone());
+        assert!(!differs(&have, &want));
+
+        // Fields another manager added (a label, a spec key) are not the operator's business.
+        let mut foreign = have.clone();
+        foreign.labels_mut().insert("team".into(), "os".into());
+        foreign
+            .spec
+            .metadata
+            .as_mut()
+            .unwrap()
+            .insert("note".into(), json!("hi"));
+        assert!(!differs(&foreign, &want));
+
+        // Numbers compare by value.
+        let mut float = have.clone();
+        float.spec.metadata.as_mut().unwrap()["size"] = json!(1.0);
+        assert!(!differs(&float, &want));
+
+        // An edit of an owned field, or a removed owned label, is drift.
+        let mut edited = have.clone();
+        edited.spec.version = Some("v2".into());
+        assert!(differs(&edited, &want));
+        let mut unlabelled = have.clone();
+        unlabelled.labels_mut().remove("a");
+        assert!(differs(&unlabelled, &want));
+
+        // A label or spec key the channel data dropped must be removed: write.
+        let dropped = version(
+            json!({CHANNEL_LABEL: "chan"}),
+            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x", "size": 1}}),
+        );
+        assert!(differs(&have, &dropped));
+        let smaller = version(
+            json!({"a": "1", CHANNEL_LABEL: "chan"}),
+            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x"}}),
+        );
+        assert!(differs(&have, &smaller));
+
+        // Never applied by the operator (no managedFields record): write once.
+        let mut unknown = have.clone();
+        unknown.metadata.managed_fields = None;
+        assert!(differs(&unknown, &want));
+        unknown.metadata.managed_fields = Some(vec![applied_by_operator(&want)]);
+        assert!(!differs(&unknown, &want));
+    }
+
+    #[test]
+    fn updates_carry_the_uid_and_deletes_come_last() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let cfg = crate::config::resolve(&ch.spec).unwrap();
+        let item = |name: &str, image: &str| ChannelVersion {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            spec: spec_of(
+                json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}}),
+            ),
+        };
+        let gone = existing_version(&ch, desired(&ch, &cfg, &item("a-gone", "x")));
+        let changed = existing_version(&ch, desired(&ch, &cfg, &item("b", "old")));
+        let p = plan(
+            &ch,
+            Some((&cfg, &[item("b", "new"), item("c", "x")])),
+            &[gone, changed],
+            true,
+        )
+        .unwrap();
+        let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
+        assert_eq!(
+            kinds,
+            [
+                "apply version b",
+                "apply version c",
+                "delete version a-gone"
+            ]
+        );
+        let Action::ApplyVersion(b) = &p.actions[0] else {
+            unreachable!()
+        };
+        assert_eq!(b.metadata.uid.as_deref(), Some("b-uid"));
+        let Action::ApplyVersion(c) = &p.actions[1] else {
+            unreachable!()
+        };
+        assert_eq!(
+            c.metadata.uid, None,
+            "a create has nothing to be conditional on"
+        );
     }
 }
