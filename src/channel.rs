@@ -7,6 +7,9 @@
 //! stays near the size of the data itself. Positions are only worked out for the values a
 //! diagnostic is about, in one more pass over the text, so valid data never pays for them.
 
+// Channel data is untrusted input: no indexing that could panic (checked access only).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -266,7 +269,9 @@ fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Outcome {
 /// Whether the first line reads like YAML (`---`, `- item`, `key: value`), a common mix-up.
 fn looks_like_yaml(data: &[u8]) -> bool {
     let start = locate::skip_ws(data, 0);
-    let line = data[start..]
+    let line = data
+        .get(start..)
+        .unwrap_or_default()
         .split(|b| *b == b'\n')
         .next()
         .unwrap_or_default();
@@ -289,9 +294,9 @@ fn looks_like_yaml(data: &[u8]) -> bool {
 
 /// Text in another encoding than UTF-8 fails as JSON with an unhelpful message; say why.
 fn encoding_problem(data: &[u8]) -> Option<String> {
-    let utf16 = data.starts_with(b"\xFF\xFE")
-        || data.starts_with(b"\xFE\xFF")
-        || (data.len() >= 2 && (data[0] == 0) != (data[1] == 0));
+    // One of the first two bytes zero and not the other: ASCII text in UTF-16.
+    let one_zero_of_two = matches!(data, [a, b, ..] if (*a == 0) != (*b == 0));
+    let utf16 = data.starts_with(b"\xFF\xFE") || data.starts_with(b"\xFE\xFF") || one_zero_of_two;
     let utf32 = data.starts_with(b"\x00\x00\xFE\xFF") || data.starts_with(b"\xFF\xFE\x00\x00");
     (utf16 || utf32).then(|| {
         "the data is not UTF-8 (it looks like UTF-16 or UTF-32): channel data must be UTF-8 JSON"
@@ -311,8 +316,11 @@ fn char_column(data: &[u8], line: usize, byte_column: usize) -> (usize, usize) {
             .nth(line - 2)
             .map_or(data.len(), |(i, _)| i + 1)
     };
-    let end = (line_start + byte_column.saturating_sub(1)).min(data.len());
-    (line, locate::count_chars(&data[line_start..end]) + 1)
+    let end = line_start
+        .saturating_add(byte_column.saturating_sub(1))
+        .min(data.len());
+    let before = data.get(line_start..end).unwrap_or_default();
+    (line, locate::count_chars(before) + 1)
 }
 
 fn syntax_message(e: &serde_json::Error) -> String {
@@ -1141,10 +1149,11 @@ mod locate {
         if data.get(root) != Some(&b'[') {
             return out;
         }
-        let mut by_item: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        // For each item concerned: which paths, and the rest of each path inside the item.
+        let mut by_item: BTreeMap<usize, Vec<(usize, &[Segment])>> = BTreeMap::new();
         for (n, path) in paths.iter().enumerate() {
-            if let Some(Segment::Index(i)) = path.first() {
-                by_item.entry(*i).or_default().push(n);
+            if let Some((Segment::Index(i), tail)) = path.split_first() {
+                by_item.entry(*i).or_default().push((n, tail));
             }
         }
         let mut index = 0;
@@ -1161,13 +1170,16 @@ mod locate {
                 pos = skip_ws(data, pos + 1);
                 index += 1;
             }
-            let tails: Vec<&[Segment]> = wanted.iter().map(|n| &paths[*n][1..]).collect();
+            let tails: Vec<&[Segment]> = wanted.iter().map(|(_, tail)| *tail).collect();
             let (found, end) = walk_item(data, pos, &tails);
-            for (n, tail) in wanted.into_iter().zip(tails) {
-                out[n] = (0..=tail.len())
+            for (n, tail) in wanted {
+                let offset = (0..=tail.len())
                     .rev()
-                    .find_map(|len| found.get(&tail[..len]).copied())
+                    .find_map(|len| found.get(tail.get(..len)?).copied())
                     .unwrap_or(pos);
+                if let Some(slot) = out.get_mut(n) {
+                    *slot = offset;
+                }
             }
             // Go on from the end of this item rather than skip it again.
             let Some(end) = end else {
@@ -1193,9 +1205,7 @@ mod locate {
     ) -> (HashMap<&'p [Segment], usize>, Option<usize>) {
         let mut prefixes: HashSet<&'p [Segment]> = HashSet::new();
         for p in paths {
-            for len in 0..=p.len() {
-                prefixes.insert(&p[..len]);
-            }
+            prefixes.extend((0..=p.len()).filter_map(|len| p.get(..len)));
         }
         let mut found = HashMap::new();
         found.insert(&[][..], start);
@@ -1230,7 +1240,7 @@ mod locate {
                 let mut p = skip_ws(data, pos + 1);
                 while data.get(p) == Some(&b'"') {
                     let key_end = skip_string(data, p)?;
-                    let key = read_key(&data[p..key_end])?;
+                    let key = read_key(data.get(p..key_end)?)?;
                     let colon = skip_ws(data, key_end);
                     let value = skip_ws(data, colon + 1);
                     path.push(Segment::Key(key));
@@ -1275,22 +1285,30 @@ mod locate {
 
     /// 1-based (line, column in characters) of each offset, in one pass over the text.
     pub fn positions(data: &[u8], offsets: &[usize]) -> Vec<(usize, usize)> {
-        let mut order: Vec<usize> = (0..offsets.len()).collect();
-        order.sort_by_key(|n| offsets[*n]);
+        // (offset, n), by offset; stable, so equal offsets keep their order.
+        let mut order: Vec<(usize, usize)> = offsets
+            .iter()
+            .enumerate()
+            .map(|(n, offset)| (*offset, n))
+            .collect();
+        order.sort_by_key(|(offset, _)| *offset);
         let mut out = vec![(1, 1); offsets.len()];
         let (mut cur, mut line, mut column) = (0usize, 1usize, 1usize);
-        for n in order {
-            let target = offsets[n].min(data.len());
-            let span = &data[cur..target];
+        for (offset, n) in order {
+            // Sorted by offset, so `cur <= target <= data.len()` and the span always exists.
+            let target = offset.min(data.len());
+            let span = data.get(cur..target).unwrap_or_default();
             match span.iter().rposition(|b| *b == b'\n') {
                 Some(last) => {
                     line += span.iter().filter(|b| **b == b'\n').count();
-                    column = count_chars(&span[last + 1..]) + 1;
+                    column = count_chars(span.get(last + 1..).unwrap_or_default()) + 1;
                 }
                 None => column += count_chars(span),
             }
             cur = target;
-            out[n] = (line, column);
+            if let Some(slot) = out.get_mut(n) {
+                *slot = (line, column);
+            }
         }
         out
     }
@@ -1310,9 +1328,10 @@ mod locate {
                 .get(q..)?
                 .iter()
                 .position(|b| matches!(b, b'"' | b'\\'))?;
-            if data[q] == b'"' {
+            if data.get(q) == Some(&b'"') {
                 return Some(q + 1);
             }
+            // A backslash: skip it and the character it escapes.
             q += 2;
         }
     }
@@ -1328,7 +1347,7 @@ mod locate {
                         .get(q..)?
                         .iter()
                         .position(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))?;
-                    match data[q] {
+                    match data.get(q)? {
                         b'"' => {
                             q = skip_string(data, q)?;
                             continue;

@@ -2,6 +2,9 @@
 //! (`channel::check_each`) and reports every problem, for people (text) or tools (json).
 //! The json output's schema is documented in `docs/validate.md`; keep them in step.
 
+// The source lines shown come from untrusted input: checked access only, no indexing.
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -248,14 +251,13 @@ fn excerpts(source: &[u8], diagnostics: &[Diagnostic]) -> Vec<Option<(String, us
     // Positions are counted after a byte order mark, as editors show them.
     let source = source.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(source);
     let mut out = vec![None; diagnostics.len()];
-    let mut order: Vec<usize> = (0..diagnostics.len()).collect();
-    order.sort_by_key(|n| (diagnostics[*n].line, diagnostics[*n].column));
+    let mut order: Vec<(usize, &Diagnostic)> = diagnostics.iter().enumerate().collect();
+    order.sort_by_key(|(_, d)| (d.line, d.column));
     let mut lines = source.split(|b| *b == b'\n');
     let (mut line_no, mut line): (usize, &[u8]) = (0, &[]);
     // Within the current line: a byte offset and the character column it is at.
     let (mut byte, mut column) = (0usize, 1usize);
-    for n in order {
-        let d = &diagnostics[n];
+    for (n, d) in order {
         if d.line == 0 {
             continue;
         }
@@ -268,13 +270,12 @@ fn excerpts(source: &[u8], diagnostics: &[Diagnostic]) -> Vec<Option<(String, us
             (byte, column) = (0, 1);
         }
         while column < d.column && byte < line.len() {
-            byte += 1;
-            while byte < line.len() && is_continuation(line[byte]) {
-                byte += 1;
-            }
+            byte = next_char(line, byte);
             column += 1;
         }
-        out[n] = Some(excerpt_at(line, byte));
+        if let Some(slot) = out.get_mut(n) {
+            *slot = Some(excerpt_at(line, byte));
+        }
     }
     out
 }
@@ -283,23 +284,33 @@ fn is_continuation(b: u8) -> bool {
     (b as i8) < -0x40
 }
 
+/// Whether the byte at `p` continues a character (false past the end).
+fn continues_at(line: &[u8], p: usize) -> bool {
+    line.get(p).is_some_and(|b| is_continuation(*b))
+}
+
+/// The offset of the character after the one at `p` (at most `line.len()`).
+fn next_char(line: &[u8], mut p: usize) -> usize {
+    p += 1;
+    while continues_at(line, p) {
+        p += 1;
+    }
+    p
+}
+
 /// Up to 80 characters of `line` around the byte offset `at`, and where the caret goes.
 fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
     const WIDTH: usize = 80;
+    let at = at.min(line.len());
+    // The offset of the character before the one at `p` (called with `p > 0` only).
     let back = |mut p: usize| {
-        p -= 1;
-        while p > 0 && is_continuation(line[p]) {
+        p = p.saturating_sub(1);
+        while p > 0 && continues_at(line, p) {
             p -= 1;
         }
         p
     };
-    let forward = |mut p: usize| {
-        p += 1;
-        while p < line.len() && is_continuation(line[p]) {
-            p += 1;
-        }
-        p
-    };
+    let forward = |p: usize| next_char(line, p);
     let (mut start, mut before) = (at, 0);
     while start > 0 && before < WIDTH / 2 {
         start = back(start);
@@ -321,8 +332,11 @@ fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect()
     };
-    let mut excerpt = clean(&line[start..end]);
-    let mut caret = clean(&line[start..at]).chars().count();
+    // start <= at <= end <= line.len(): both ranges exist.
+    let mut excerpt = clean(line.get(start..end).unwrap_or_default());
+    let mut caret = clean(line.get(start..at).unwrap_or_default())
+        .chars()
+        .count();
     if start > 0 {
         excerpt.insert_str(0, "...");
         caret += 3;
