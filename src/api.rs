@@ -40,13 +40,43 @@ pub const READY: &str = "Ready";
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+// What the schema can check is refused by the API server at once (servers with CRD
+// validation rules); the operator checks it all again and reports the rest in the status.
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.type) && self.type in ['custom', 'json']",
+        "message": "spec.type must be \"custom\" or \"json\"",
+        "fieldPath": ".type",
+    },
+    {
+        "rule": DURATION_RULE_SYNC_INTERVAL,
+        "message": "spec.syncInterval must be a duration like 90s, 10m or 1h30m",
+        "fieldPath": ".syncInterval",
+    },
+    {
+        "rule": DURATION_RULE_TIMEOUT,
+        "message": "spec.options.timeout must be a duration like 30s, 5m or 1h",
+        "fieldPath": ".options.timeout",
+    },
+    {
+        "rule": OUTPUT_FILE_RULE,
+        "message": "spec.options.outputFile must be a file inside spec.options.mountPath (default /data)",
+        "fieldPath": ".options.outputFile",
+    },
+    {
+        "rule": URI_RULE,
+        "message": "spec.options.uri must be an http:// or https:// URL",
+        "fieldPath": ".options.uri",
+    },
+]))]
 pub struct ManagedOSVersionChannelSpec {
     /// `custom` (a container prints the channel data) or `json` (the operator fetches a URL).
-    /// Kept a plain string so that a wrong value is reported in the status, not refused.
     #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 16))]
     pub type_: String,
     /// Time between syncs, as a duration string (`90s`, `10m`, `1h30m`). Default `1h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
     pub sync_interval: Option<String>,
     /// `false` stops syncing and flags (or deletes) every version of the channel. Default `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +90,7 @@ pub struct ManagedOSVersionChannelSpec {
     pub registry: Option<String>,
     /// Options of the channel type (see the README).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
+    #[schemars(schema_with = "channel_options")]
     pub options: Option<Map<String, Value>>,
     /// When set, copied to every version's `spec.upgradeContainer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -138,6 +168,43 @@ pub struct ManagedOSVersionSpec {
 /// Versions have a status subresource for tools built on top; the operator writes none.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ManagedOSVersionStatus {}
+
+/// Go duration syntax (`0`, `90s`, `1h30m`, `1.5h`, `500ms`), as `duration::parse` reads it.
+macro_rules! duration_rule {
+    ($guard:literal, $field:literal) => {
+        concat!(
+            $guard,
+            "!has(self.",
+            $field,
+            ") || self.",
+            $field,
+            ".trim().matches('^(0|(([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|ms|s|m|h))+)$')"
+        )
+    };
+}
+const DURATION_RULE_SYNC_INTERVAL: &str = duration_rule!("", "syncInterval");
+const DURATION_RULE_TIMEOUT: &str = duration_rule!("!has(self.options) || ", "options.timeout");
+const OUTPUT_FILE_RULE: &str = "self.type != 'custom' || !has(self.options) || !has(self.options.outputFile) || \
+    self.options.outputFile.startsWith(has(self.options.mountPath) ? \
+    (self.options.mountPath.endsWith('/') ? self.options.mountPath : self.options.mountPath + '/') : '/data/')";
+const URI_RULE: &str = "self.type != 'json' || !has(self.options) || !has(self.options.uri) || \
+    self.options.uri.trim().matches('^(?i)https?://.+')";
+
+/// `options`: free-form (each channel type has its own), with the keys the validation
+/// rules read declared so that the rules can see them.
+fn channel_options(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "image": {"type": "string", "maxLength": 4096},
+            "mountPath": {"type": "string", "maxLength": 4096},
+            "outputFile": {"type": "string", "maxLength": 4096},
+            "timeout": {"type": "string", "maxLength": 64},
+            "uri": {"type": "string", "maxLength": 8192}
+        }
+    })
+}
 
 fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({

@@ -33,27 +33,40 @@ fn display_prints_the_framed_file_and_exits_0_on_sigterm() {
     let file = dir.join("data");
     std::fs::write(&file, "[]").unwrap();
     for signal in ["TERM", "INT"] {
-        let child = bin()
+        let mut child = bin()
             .args(["display", "--file"])
             .arg(&file)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        // Read until the end marker: everything is printed...
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut printed = String::new();
+        while !printed.ends_with("#rancheros-operator:end\n") {
+            let mut line = String::new();
+            let n = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+            assert!(n > 0, "display closed its output early: {printed:?}");
+            printed.push_str(&line);
+        }
+        // ...and the process is still up, waiting (alive, not a zombie).
+        assert!(child.try_wait().unwrap().is_none(), "display exited");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+        let state = stat.rsplit(") ").next().unwrap().chars().next().unwrap();
+        assert!(matches!(state, 'S' | 'R'), "display is in state {state}");
         let started = Instant::now();
         let killed = Command::new("kill")
             .args([&format!("-{signal}"), &child.id().to_string()])
             .status()
             .unwrap();
         assert!(killed.success());
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "SIG{signal}");
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "SIG{signal}");
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "SIG{signal} was slow"
         );
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            printed,
             "#rancheros-operator:begin bytes=2\n[]\n#rancheros-operator:end\n"
         );
     }

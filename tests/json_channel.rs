@@ -93,12 +93,39 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
     ch = t.wait_next_attempt("web", &ch, SYNC).await;
     assert_eq!(
         ready_message(&ch),
-        "synchronized 2 versions (not modified since the last sync)"
+        "synchronized 2 versions (no changes) (the source answered: not modified)"
     );
     assert_eq!(server.not_modified.load(Ordering::SeqCst), 1);
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
     assert_eq!(t.versions().await, versions, "a 304 wrote versions");
     assert_eq!(t.pods_created(), 0, "json channels need no pod");
+
+    // Drift: someone deletes one version and edits the other. The source still answers
+    // 304, and the next sync restores both from the body it confirmed.
+    t.versions_api()
+        .delete("web-a", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    t.versions_api()
+        .patch(
+            "web-b",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"version": "hacked"}})),
+        )
+        .await
+        .unwrap();
+    t.request_sync("web", "after-drift").await;
+    ch = t.wait_next_attempt("web", &ch, SYNC).await;
+    assert_eq!(
+        ready_message(&ch),
+        "synchronized 2 versions (1 created, 1 updated) (the source answered: not modified)"
+    );
+    assert_eq!(server.not_modified.load(Ordering::SeqCst), 2);
+    let restored = t.versions().await;
+    assert_eq!(
+        restored.iter().map(|v| v.spec.clone()).collect::<Vec<_>>(),
+        versions.iter().map(|v| v.spec.clone()).collect::<Vec<_>>()
+    );
     t.cleanup().await;
 }
 

@@ -6,47 +6,10 @@ mod common;
 
 use std::time::Duration;
 
-use std::collections::BTreeMap;
-
 use common::*;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 use kube::api::ListParams;
-
-const WRITE_VERBS: [&str; 6] = [
-    "POST",
-    "PUT",
-    "PATCH",
-    "APPLY",
-    "DELETE",
-    "DELETECOLLECTION",
-];
-
-/// Write requests on managedosversions the API server has served so far, by verb.
-async fn version_writes(client: &kube::Client) -> BTreeMap<String, u64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client
-        .request_text(request)
-        .await
-        .expect("reading the API server's /metrics");
-    let mut writes = BTreeMap::new();
-    for line in text.lines() {
-        if !line.starts_with("apiserver_request_total{")
-            || !line.contains("resource=\"managedosversions\"")
-        {
-            continue;
-        }
-        let Some(verb) = WRITE_VERBS
-            .iter()
-            .find(|v| line.contains(&format!("verb=\"{v}\"")))
-        else {
-            continue;
-        };
-        let count = line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64;
-        *writes.entry(verb.to_string()).or_default() += count;
-    }
-    writes
-}
+use kube::{Api, ResourceExt};
 
 /// Deleting a namespace deletes its versions too (the namespace controller and the garbage
 /// collector write): wait until other tests' namespaces are gone before counting.
@@ -99,5 +62,35 @@ async fn an_unchanged_sync_writes_no_version() {
         start,
         "an unchanged sync wrote versions"
     );
+
+    // Fields another manager adds (a label, a spec.metadata key, with a float where the
+    // operator wrote an integer nowhere) are not the operator's to undo or to rewrite.
+    let foreign = serde_json::json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
+        "metadata": {"name": "a", "labels": {"team": "os"}},
+        "spec": {"metadata": {"note": "kept", "displayName": "A (from the UI)"}}
+    });
+    t.versions_api()
+        .patch(
+            "a",
+            &kube::api::PatchParams::apply("someone-else"),
+            &kube::api::Patch::Apply(&foreign),
+        )
+        .await
+        .unwrap();
+    let start = version_writes(&t.client).await;
+    t.request_sync("ch", "after-foreign-edit").await;
+    ch = t
+        .wait_next_attempt("ch", &ch, Duration::from_secs(90))
+        .await;
+    assert_eq!(ready_message(&ch), "synchronized 3 versions (no changes)");
+    assert_eq!(
+        version_writes(&t.client).await,
+        start,
+        "foreign fields made the operator write"
+    );
+    let a = t.versions_api().get("a").await.unwrap();
+    assert_eq!(a.labels().get("team").map(String::as_str), Some("os"));
+    assert_eq!(a.spec.metadata.as_ref().unwrap()["note"], "kept");
     t.cleanup().await;
 }

@@ -172,6 +172,7 @@ async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
     let ch = t.wait_ready("ch", "ChannelDisabled", SYNC).await;
     assert_eq!(ready(&ch).unwrap().status, "True");
     t.wait_no_pods(SYNC).await;
+    assert_eq!(t.version_names().await, ["a", "b"]);
     for v in t.versions().await {
         assert_eq!(
             v.annotations()
@@ -190,26 +191,29 @@ async fn invalid_configurations_are_reported_and_start_no_pod() {
     let mut t = TestNs::new("invalid").await;
     t.start_operator(&[]);
     let good = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
+    // What the CRD's rules cannot see: the operator judges it and says so in the status.
     let mut cases = vec![];
-    let mut empty_type = good.clone();
-    empty_type["type"] = json!("");
-    cases.push(("empty-type", empty_type, "spec.type: required"));
-    let mut unknown_type = good.clone();
-    unknown_type["type"] = json!("rpm");
-    cases.push((
-        "unknown-type",
-        unknown_type,
-        "spec.type: \"rpm\" is not a channel type",
-    ));
-    let mut interval = good.clone();
-    interval["syncInterval"] = json!("every day");
-    cases.push(("bad-interval", interval, "spec.syncInterval"));
-    let mut outside = good.clone();
-    outside["options"]["outputFile"] = json!("/tmp/data");
-    cases.push(("output-outside", outside, "spec.options.outputFile"));
     let mut no_image = good.clone();
     no_image["options"].as_object_mut().unwrap().remove("image");
     cases.push(("no-image", no_image, "spec.options.image: required"));
+    let mut typo = good.clone();
+    typo["options"]["imag"] = json!("x");
+    cases.push((
+        "typo",
+        typo,
+        "spec.options.imag: not an option of a custom channel",
+    ));
+    let mut relative = good.clone();
+    relative["options"]["mountPath"] = json!("output");
+    relative["options"]["outputFile"] = json!("output/data");
+    cases.push(("relative", relative, "spec.options.mountPath"));
+    let mut short = good.clone();
+    short["options"]["timeout"] = json!("0s");
+    cases.push((
+        "short-timeout",
+        short,
+        "spec.options.timeout: \"0s\" is too short",
+    ));
 
     for (name, spec, _) in &cases {
         t.create_channel(name, spec.clone()).await;
@@ -223,9 +227,82 @@ async fn invalid_configurations_are_reported_and_start_no_pod() {
             ready_message(&ch)
         );
     }
-    // A moment more for any stray pod to show up.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A pod would have been created in the reconcile that wrote the status instead.
     assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_api_server_refuses_what_the_crd_rules_can_check() {
+    let t = TestNs::new("crd-rules").await;
+    let good = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
+    let mut cases = vec![];
+    let mut no_type = good.clone();
+    no_type.as_object_mut().unwrap().remove("type");
+    cases.push((no_type, "spec.type must be \"custom\" or \"json\""));
+    let mut unknown_type = good.clone();
+    unknown_type["type"] = json!("rpm");
+    cases.push((unknown_type, "spec.type must be \"custom\" or \"json\""));
+    let mut interval = good.clone();
+    interval["syncInterval"] = json!("every day");
+    cases.push((interval, "spec.syncInterval must be a duration"));
+    let mut timeout = good.clone();
+    timeout["options"]["timeout"] = json!("1d");
+    cases.push((timeout, "spec.options.timeout must be a duration"));
+    let mut outside = good.clone();
+    outside["options"]["outputFile"] = json!("/tmp/data");
+    cases.push((outside, "spec.options.outputFile must be a file inside"));
+    let mut default_mount = good.clone();
+    default_mount["options"]
+        .as_object_mut()
+        .unwrap()
+        .remove("mountPath");
+    default_mount["options"]["outputFile"] = json!("/output/data");
+    cases.push((
+        default_mount,
+        "spec.options.outputFile must be a file inside",
+    ));
+    cases.push((
+        json!({"type": "json", "options": {"uri": "ftp://x/c.json"}}),
+        "spec.options.uri must be an http:// or https:// URL",
+    ));
+    cases.push((
+        json!({"type": "json", "options": {"uri": "http:€//x"}}),
+        "spec.options.uri must be an http:// or https:// URL",
+    ));
+    for (i, (spec, message)) in cases.into_iter().enumerate() {
+        let channel: rancheros_operator::api::ManagedOSVersionChannel =
+            serde_json::from_value(json!({
+                "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+                "metadata": {"name": format!("bad-{i}")}, "spec": spec
+            }))
+            .unwrap();
+        let err = t
+            .channels()
+            .create(&PostParams::default(), &channel)
+            .await
+            .expect_err(&format!("the API server accepted {spec}"));
+        let kube::Error::Api(status) = &err else {
+            panic!("{spec}: {err}")
+        };
+        assert_eq!(status.code, 422, "{spec}: {err}");
+        assert!(
+            status.message.contains(message),
+            "{spec}: {}",
+            status.message
+        );
+    }
+    // Good specs, and the sample, still pass.
+    let mut ok = good.clone();
+    ok["syncInterval"] = json!("1h30m");
+    ok["options"]["timeout"] = json!("90s");
+    t.create_channel("ok", ok).await;
+    t.create_channel("sample", sample_spec()).await;
+    t.create_channel(
+        "json",
+        json!({"type": "json", "syncInterval": "10m", "options": {"uri": "HTTPS://example.com/c.json"}}),
+    )
+    .await;
     t.cleanup().await;
 }
 
@@ -342,13 +419,18 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     ch = t.wait_next_attempt("ch", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
-    // Nothing else starts a sync: wait a while and count again.
-    tokio::time::sleep(Duration::from_secs(15)).await;
     assert_eq!(
         t.pods_created(),
         5,
         "exactly one pod for the on-demand sync"
     );
+    // Nothing else starts a sync. A barrier proves it: one more request makes exactly one
+    // more pod; a stray sync in between would have made two.
+    t.request_sync("ch", "2026-11-30T11:00:00Z").await;
+    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
+    t.wait_no_pods(SYNC).await;
+    assert_eq!(t.pods_created(), 6, "a sync nobody asked for");
     t.cleanup().await;
 }
 

@@ -190,6 +190,12 @@ impl TestNs {
     /// `extra` says otherwise, so that a test sees one failure at a time.
     pub fn start_operator(&mut self, extra: &[&str]) {
         assert!(self.operator.is_none(), "an operator is already running");
+        self.operator = Some(self.spawn_operator(extra, &[]));
+    }
+
+    /// Starts one more operator process for this namespace (with extra environment, such
+    /// as `POD_NAME`, its leader identity); the caller owns and stops it.
+    pub fn spawn_operator(&mut self, extra: &[&str], env: &[(&str, &str)]) -> Child {
         self.operator_runs += 1;
         let log = std::fs::File::create(self.log_path(self.operator_runs)).unwrap();
         let mut args = vec![
@@ -209,15 +215,22 @@ impl TestNs {
             args.push(format!("--operator-image={}", operator_image()));
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
             .args(&args)
             .env("RUST_LOG", "info,rancheros_operator=debug")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
-            .expect("starting the operator binary");
-        self.operator = Some(child);
+            .expect("starting the operator binary")
+    }
+
+    /// Whether the operator started by `start_operator` is still running.
+    pub fn operator_running(&mut self) -> bool {
+        self.operator
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// Kills the operator at once (SIGKILL), as a crash would.
@@ -464,3 +477,60 @@ fn attempt_time(ch: &ManagedOSVersionChannel) -> String {
 }
 
 pub const MINUTE: Duration = Duration::from_secs(60);
+
+const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
+
+/// Write requests on managedosversions the API server has served so far, by verb, counted
+/// by the API server itself (`apiserver_request_total`; dry runs included).
+pub async fn version_writes(client: &Client) -> std::collections::BTreeMap<String, u64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(request)
+        .await
+        .expect("reading the API server's /metrics");
+    let mut writes = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if !line.starts_with("apiserver_request_total{")
+            || !line.contains("resource=\"managedosversions\"")
+        {
+            continue;
+        }
+        let Some(verb) = WRITE_VERBS
+            .iter()
+            .find(|v| line.contains(&format!("verb=\"{v}\"")))
+        else {
+            continue;
+        };
+        let count = line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64;
+        *writes.entry(verb.to_string()).or_default() += count;
+    }
+    writes
+}
+
+/// Events the operator published on a channel: `(type, reason, note)`.
+pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    let events: Api<Event> = Api::namespaced(t.client.clone(), &t.ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(channel))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,155 @@
+//! The syncer pod on a cluster that enforces things: Pod Security `restricted`, a quota that
+//! requires limits, scheduling options, and a runner file `display` cannot read.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const SYNC: Duration = Duration::from_secs(90);
+
+async fn label_namespace(t: &TestNs, labels: serde_json::Value) {
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    namespaces
+        .patch(
+            &t.ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap();
+}
+
+fn non_root(mut spec: serde_json::Value) -> serde_json::Value {
+    spec["options"]["securityContext"] = json!({"runAsNonRoot": true, "runAsUser": 1000});
+    spec
+}
+
+#[tokio::test]
+async fn in_a_restricted_namespace_a_non_root_runner_syncs_and_a_root_one_is_refused() {
+    let mut t = TestNs::new("restricted").await;
+    label_namespace(
+        &t,
+        json!({"pod-security.kubernetes.io/enforce": "restricted",
+               "pod-security.kubernetes.io/enforce-version": "latest"}),
+    )
+    .await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel("non-root", non_root(custom_spec(&write_script(&data))))
+        .await;
+    t.create_channel("root", custom_spec(&write_script(&data)))
+        .await;
+    let ch = t.wait_ready("non-root", "Synchronized", SYNC).await;
+    assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
+    let ch = t.wait_ready("root", "FailedToCreatePod", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.contains("violates PodSecurity \"restricted:latest\""),
+        "{message}"
+    );
+    assert!(message.contains("runAsNonRoot != true"), "{message}");
+    // Only the refused pod's reason: display itself meets the profile.
+    assert!(!message.contains("\"display\""), "{message}");
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn in_a_namespace_whose_quota_requires_limits_a_runner_with_resources_syncs() {
+    let mut t = TestNs::new("quota-limits").await;
+    let quotas: Api<ResourceQuota> = Api::namespaced(t.client.clone(), &t.ns);
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "compute"},
+        "spec": {"hard": {"requests.cpu": "2", "requests.memory": "2Gi",
+                          "limits.cpu": "4", "limits.memory": "4Gi"}}
+    }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    t.eventually("the quota to be counted", SYNC, || async {
+        let q = quotas.get("compute").await.unwrap();
+        q.status
+            .and_then(|s| s.used)
+            .is_some_and(|u| !u.is_empty())
+            .then_some(())
+    })
+    .await;
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1")]);
+    let mut with_resources = custom_spec(&write_script(&data));
+    with_resources["options"]["resources"] = json!({
+        "requests": {"cpu": "10m", "memory": "16Mi"},
+        "limits": {"cpu": "200m", "memory": "64Mi"}
+    });
+    t.create_channel("limited", with_resources).await;
+    t.create_channel("unlimited", custom_spec(&write_script(&data)))
+        .await;
+    t.wait_ready("limited", "Synchronized", SYNC).await;
+    let ch = t.wait_ready("unlimited", "FailedToCreatePod", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(message.contains("must specify limits.cpu"), "{message}");
+    // The display container brings its own requests and limits: only the runner is named.
+    assert!(message.contains("for: runner"), "{message}");
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn scheduling_options_land_on_the_pod() {
+    let mut t = TestNs::new("scheduling").await;
+    t.start_operator(&[]);
+    let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
+    spec["options"]["nodeSelector"] = json!({"rancheros.test/pool": "nowhere"});
+    spec["options"]["tolerations"] =
+        json!([{"key": "dedicated", "operator": "Equal", "value": "os", "effect": "NoSchedule"}]);
+    spec["options"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    spec["options"]["timeout"] = json!("10s");
+    t.create_channel("ch", spec).await;
+    let pod = t
+        .eventually("the syncer pod", SYNC, || async {
+            t.pods().get_opt("ch").await.unwrap()
+        })
+        .await;
+    let spec = pod.spec.unwrap();
+    assert_eq!(
+        spec.node_selector.unwrap()["rancheros.test/pool"],
+        "nowhere"
+    );
+    assert_eq!(
+        spec.tolerations.unwrap()[0].key.as_deref(),
+        Some("dedicated")
+    );
+    assert_eq!(spec.image_pull_secrets.unwrap()[0].name, "regcred");
+    // No node matches: the timeout says where it was stuck.
+    let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with("timed out after 10s: the syncer pod did not finish (not scheduled:"),
+        "{message}"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_runner_file_display_cannot_read_says_so_and_how_to_fix_it() {
+    let mut t = TestNs::new("unreadable").await;
+    t.start_operator(&[]);
+    let script = format!("umask 077; {}", write_script(&channel_data(&[("a", "v1")])));
+    t.create_channel("ch", non_root(custom_spec(&script))).await;
+    let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.contains("the display container exited with code 1"),
+        "{message}"
+    );
+    assert!(
+        message.contains("permission denied; display runs as user 65532"),
+        "{message}"
+    );
+    assert!(message.contains("chmod a+r"), "{message}");
+    assert!(t.versions().await.is_empty());
+    t.cleanup().await;
+}
