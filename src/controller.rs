@@ -346,7 +346,18 @@ async fn reconcile_inner(
 
     let mut seen = Observed::default();
     let decision = match attempt(&channel, &apis, ctx, &mut seen).await {
-        Ok(decision) => decision,
+        Ok(decision) => {
+            if decision.outcome == Some(Outcome::Failed) {
+                // The channel's runner, data or source failed, or its pod was refused.
+                let class = if seen.pod_create_error.is_some() {
+                    ErrorClass::Refused
+                } else {
+                    ErrorClass::Input
+                };
+                ctx.metrics.reconcile_error(class);
+            }
+            decision
+        }
         Err(e) => {
             // The attempt failed on the API: it is a failed sync like any other.
             let class = e.class();
