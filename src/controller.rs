@@ -7,9 +7,9 @@
 //! written to the status. Only when even the status cannot be written does the error reach
 //! `error_policy`, which backs off per channel in memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{AsyncReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -19,7 +19,8 @@ use kube::api::{
 };
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{debug, info, warn};
@@ -134,6 +135,15 @@ struct CachedBody {
     data: Arc<[u8]>,
 }
 
+/// The watch caches of one watched scope (a namespace, or all of them), shared by every
+/// channel in it: versions (kept lean: only the operator's own `managedFields` entry) and
+/// syncer pods.
+struct Scope {
+    namespace: Option<String>,
+    versions: Store<ManagedOSVersion>,
+    pods: Store<Pod>,
+}
+
 /// Shared state of all reconciliations.
 pub struct Context {
     pub client: Client,
@@ -141,34 +151,68 @@ pub struct Context {
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub http: reqwest::Client,
+    scopes: Vec<Scope>,
     /// json channels' last good bodies, by `namespace/name`.
     bodies: Mutex<HashMap<String, CachedBody>>,
     /// Consecutive reconciliations that ended in `error_policy`, by `namespace/name`.
     errors: Mutex<HashMap<String, u32>>,
+    /// Who holds a sync slot, and who waits for one (in order), by `namespace/name`.
+    slots: Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    held: HashSet<String>,
+    waiting: VecDeque<String>,
 }
 
 impl Context {
-    pub fn new(
-        client: Client,
-        settings: Settings,
-        metrics: Arc<Metrics>,
-        http: reqwest::Client,
-    ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
-        Self {
-            client,
-            settings,
-            recorder,
-            metrics,
-            http,
-            bodies: Mutex::default(),
-            errors: Mutex::default(),
+    fn scope(&self, namespace: &str) -> Option<&Scope> {
+        self.scopes
+            .iter()
+            .find(|s| s.namespace.as_deref().is_none_or(|n| n == namespace))
+    }
+
+    /// Takes a sync slot for the channel, or queues it (first come, first served). A slot
+    /// is held from the start of a sync until its outcome; syncer pods found running (an
+    /// earlier operator's) count too.
+    fn take_slot(&self, key: &str) -> bool {
+        let running_pods: HashSet<String> = self
+            .scopes
+            .iter()
+            .flat_map(|s| s.pods.state())
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+            .collect();
+        let Ok(mut slots) = self.slots.lock() else {
+            return true;
+        };
+        if slots.held.contains(key) || running_pods.contains(key) {
+            slots.held.insert(key.to_string());
+            slots.waiting.retain(|k| k != key);
+            return true;
+        }
+        let busy = slots.held.union(&running_pods).count();
+        let position = match slots.waiting.iter().position(|k| k == key) {
+            Some(p) => p,
+            None => {
+                slots.waiting.push_back(key.to_string());
+                slots.waiting.len() - 1
+            }
+        };
+        if busy + position < self.settings.max_concurrent_syncs {
+            slots.waiting.retain(|k| k != key);
+            slots.held.insert(key.to_string());
+            true
+        } else {
+            false
+        }
+    }
+
+    fn release_slot(&self, key: &str) {
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.held.remove(key);
+            slots.waiting.retain(|k| k != key);
         }
     }
 
@@ -189,42 +233,123 @@ fn key_of(channel: &ManagedOSVersionChannel) -> String {
     )
 }
 
-/// Runs one controller per watched namespace (one for all when `namespaces` is empty)
-/// until `shutdown` fires; in-flight reconciliations finish first.
+/// Keeps a cached version lean: of `managedFields` only the operator's own apply entry,
+/// which change detection reads.
+fn lean_version(v: &mut ManagedOSVersion) {
+    if let Some(fields) = v.metadata.managed_fields.as_mut() {
+        fields.retain(|m| {
+            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
+        });
+    }
+}
+
+fn lean_pod(p: &mut Pod) {
+    p.metadata.managed_fields = None;
+}
+
+/// Runs one controller per watched namespace (one for all when `namespaces` is empty),
+/// with the watch caches they share, until `shutdown` fires; in-flight reconciliations
+/// finish first.
 pub async fn run(
-    ctx: Arc<Context>,
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    http: reqwest::Client,
     namespaces: &[String],
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+    let names: Vec<Option<String>> = if namespaces.is_empty() {
         vec![None]
     } else {
-        namespaces.iter().map(|n| Some(n.as_str())).collect()
+        namespaces.iter().cloned().map(Some).collect()
     };
-    let controllers = scopes.into_iter().map(|ns| {
-        let (channels, pods): (Api<ManagedOSVersionChannel>, Api<Pod>) = match ns {
-            None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-            Some(ns) => (
-                Api::namespaced(ctx.client.clone(), ns),
-                Api::namespaced(ctx.client.clone(), ns),
-            ),
-        };
-        let mut stop = shutdown.clone();
-        Controller::<ManagedOSVersionChannel>::new(channels, watcher::Config::default())
-            // Only the syncer pods: the label every one of them carries.
-            .owns(pods, watcher::Config::default().labels(CHANNEL_LABEL))
-            .graceful_shutdown_on(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            })
-            .run(reconcile, error_policy, ctx.clone())
-            .for_each(|result| async move {
-                match result {
-                    Ok((obj, _)) => debug!(channel = %obj, "reconciled"),
-                    Err(e) => debug!("controller: {e}"),
-                }
-            })
+    fn api<K>(client: &Client, ns: &Option<String>) -> Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match ns {
+            None => Api::all(client.clone()),
+            Some(ns) => Api::namespaced(client.clone(), ns),
+        }
+    }
+    let mut scopes = Vec::new();
+    let mut feeds = Vec::new();
+    let mut pod_streams = Vec::new();
+    for ns in &names {
+        let (versions, writer) = reflector::store();
+        let feed = reflector(
+            writer,
+            watcher(
+                api::<ManagedOSVersion>(&client, ns),
+                watcher::Config::default(),
+            )
+            .modify(lean_version)
+            .default_backoff(),
+        )
+        .for_each(|_| async {});
+        feeds.push(feed);
+        let (pods, writer) = reflector::store();
+        let stream = reflector(
+            writer,
+            watcher(
+                api::<Pod>(&client, ns),
+                // Only the syncer pods: the label every one of them carries.
+                watcher::Config::default().labels(CHANNEL_LABEL),
+            )
+            .modify(lean_pod)
+            .default_backoff(),
+        )
+        .touched_objects();
+        pod_streams.push(stream);
+        scopes.push(Scope {
+            namespace: ns.clone(),
+            versions,
+            pods,
+        });
+    }
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        recorder,
+        metrics,
+        http,
+        scopes,
+        bodies: Mutex::default(),
+        errors: Mutex::default(),
+        slots: Mutex::default(),
     });
-    futures::future::join_all(controllers).await;
+    let controllers = names
+        .iter()
+        .zip(pod_streams)
+        .map(|(ns, pods)| {
+            let mut stop = shutdown.clone();
+            Controller::<ManagedOSVersionChannel>::new(api(&client, ns), watcher::Config::default())
+                .owns_stream(pods)
+                .graceful_shutdown_on(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .run(reconcile, error_policy, ctx.clone())
+                .for_each(|result| async move {
+                    match result {
+                        Ok((obj, _)) => debug!(channel = %obj, "reconciled"),
+                        Err(e) => debug!("controller: {e}"),
+                    }
+                })
+        })
+        .collect::<Vec<_>>();
+    // The caches' feeds never end by themselves: they stop with the controllers.
+    tokio::select! {
+        _ = futures::future::join_all(controllers) => {}
+        _ = futures::future::join_all(feeds) => {}
+    }
 }
 
 /// Reached only when an attempt's failure could not even be written to the status (the API
@@ -291,6 +416,7 @@ struct Observed {
     versions: Option<Vec<ManagedOSVersion>>,
     pod_create_error: Option<String>,
     error: Option<String>,
+    queued: bool,
 }
 
 impl Observed {
@@ -305,6 +431,7 @@ impl Observed {
                 versions: self.versions.as_deref(),
                 pod_create_error: self.pod_create_error.as_deref(),
                 error: self.error.as_deref(),
+                queued: self.queued,
                 now: Timestamp::now(),
             },
             settings,
@@ -372,6 +499,9 @@ async fn reconcile_inner(
             decision
         }
     };
+    if decision.outcome.is_some() {
+        ctx.release_slot(&key_of(&channel));
+    }
     finish(&channel, &apis.channels, decision, ctx).await
 }
 
@@ -384,12 +514,29 @@ async fn attempt(
 ) -> Result<Decision, Error> {
     let name = channel.name_any();
     let ns = channel.namespace().unwrap_or_default();
-    seen.pod = apis
-        .pods
-        .get_opt(&name)
-        .await
-        .map_err(kube_err(format!("reading pod {ns}/{name}")))?;
+    let key = key_of(channel);
+    let scope = ctx.scope(&ns);
+    let cached_pod = scope.and_then(|s| s.pods.get(&ObjectRef::new(&name).within(&ns)));
+    // The cache answers "no pod" while no sync is under way. During a sync the pod is read
+    // fresh: the cache may not show yet the pod just created, or its deletion.
+    let syncing = channel
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == crate::api::READY))
+        .is_some_and(|c| c.reason == syncer::reason::SYNCHRONIZING);
+    seen.pod = if cached_pod.is_none() && !syncing {
+        None
+    } else {
+        apis.pods
+            .get_opt(&name)
+            .await
+            .map_err(kube_err(format!("reading pod {ns}/{name}")))?
+    };
     let mut decision = seen.decide(channel, &ctx.settings);
+    if starts_sync(&decision) && !ctx.take_slot(&key) {
+        seen.queued = true;
+        decision = seen.decide(channel, &ctx.settings);
+    }
     // Each round observes something new, so this ends; the bound guards against a bug.
     for _ in 0..4 {
         if !decision.needs.any() {
@@ -404,28 +551,31 @@ async fn attempt(
             seen.runner_log = Some(read_runner_tail(&apis.pods, &name).await);
         }
         if needs.versions && seen.versions.is_none() {
-            let list = apis
-                .versions
-                .list(&ListParams::default())
-                .await
-                .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
-            seen.versions = Some(list.items);
+            seen.versions = Some(versions_in(ctx, &apis.versions, &ns).await?);
         }
         if let Some(options) = &needs.fetch
             && seen.fetched.is_none()
         {
+            if !ctx.take_slot(&key) {
+                seen.queued = true;
+                decision = seen.decide(channel, &ctx.settings);
+                break;
+            }
             seen.fetched = Some(fetch_json(channel, options, ctx).await);
         }
         decision = seen.decide(channel, &ctx.settings);
     }
 
     let existing = seen.versions.as_deref().unwrap_or_default();
-    write_versions(&decision.actions, existing, &apis.versions, ctx).await?;
+    write_versions(&decision.actions, existing, &apis.versions, scope, ctx).await?;
     perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
     if seen.pod_create_error.is_some() {
         // The API server refused the pod: decide again, knowing why.
         decision = seen.decide(channel, &ctx.settings);
         perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
+    }
+    if seen.pod.is_none() && !starts_sync(&decision) && !seen.queued {
+        ctx.release_slot(&key);
     }
     if decision.outcome == Some(Outcome::Synchronized)
         && let Some(Fetched::Body {
@@ -438,6 +588,66 @@ async fn attempt(
         remember_body(channel, etag, last_modified, data, ctx);
     }
     Ok(decision)
+}
+
+/// Whether the decision starts a sync (creates the syncer pod, or fetches).
+fn starts_sync(decision: &Decision) -> bool {
+    decision.needs.fetch.is_some()
+        || decision
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::CreatePod(_)))
+}
+
+/// The versions of a namespace, from the watch cache (listed only if the cache is not
+/// filled yet, which happens once, at start).
+async fn versions_in(
+    ctx: &Context,
+    api: &Api<ManagedOSVersion>,
+    ns: &str,
+) -> Result<Vec<ManagedOSVersion>, Error> {
+    if let Some(scope) = ctx.scope(ns) {
+        let ready = tokio::time::timeout(CACHE_WAIT, scope.versions.wait_until_ready()).await;
+        if matches!(ready, Ok(Ok(()))) {
+            return Ok(scope
+                .versions
+                .state()
+                .iter()
+                .filter(|v| v.namespace().as_deref() == Some(ns))
+                .map(|v| (**v).clone())
+                .collect());
+        }
+    }
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
+    Ok(list.items)
+}
+
+/// How long to wait for the watch cache (filled, or caught up with the sync's writes).
+const CACHE_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until the versions cache shows every write of a sync (each version at the
+/// resourceVersion the write returned, or gone), so that no decision acts on a cache that
+/// has not seen them. Gives up after [`CACHE_WAIT`]: a later decision then still sees
+/// them, just possibly a moment late.
+async fn wait_for_cache(scope: Option<&Scope>, expected: &[(String, Option<String>)], ns: &str) {
+    let Some(scope) = scope else { return };
+    let deadline = tokio::time::Instant::now() + CACHE_WAIT;
+    loop {
+        let behind = expected.iter().any(|(name, rv)| {
+            let cached = scope.versions.get(&ObjectRef::new(name).within(ns));
+            match rv {
+                Some(rv) => cached.and_then(|v| v.resource_version()).as_ref() != Some(rv),
+                None => cached.is_some(),
+            }
+        });
+        if !behind || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Fetches a json channel's data; a 304 is answered from the last good body.
@@ -547,54 +757,138 @@ enum Undo {
 
 /// Writes the versions of a sync all or nothing: every write first as a dry run, then for
 /// real; a real write that fails (a quota only the writes together exceed) undoes the
-/// writes before it, so the versions end as they were.
+/// writes before it, so the versions end as they were. Writes go out [`PARALLEL_WRITES`]
+/// at a time (deletes last, after every other write succeeded).
 async fn write_versions(
     actions: &[Action],
     existing: &[ManagedOSVersion],
     versions: &Api<ManagedOSVersion>,
+    scope: Option<&Scope>,
     ctx: &Context,
 ) -> Result<(), Error> {
     let writes: Vec<&Action> = actions.iter().filter(|a| is_version_write(a)).collect();
     if writes.is_empty() {
         return Ok(());
     }
-    for action in &writes {
-        write_version(action, existing, versions, true)
-            .await
-            .map_err(|source| Error::DryRun {
-                what: action.describe(),
-                source,
-            })?;
+    let dry_runs: Vec<_> = writes
+        .iter()
+        .map(|action| write_tagged(action, existing, versions, true))
+        .collect();
+    let checked: Vec<(&Action, Result<Done, kube::Error>)> = futures::stream::iter(dry_runs)
+        .buffer_unordered(PARALLEL_WRITES)
+        .collect()
+        .await;
+    // The first refusal in the sync's order, so the message does not depend on timing.
+    let refused = writes.iter().find_map(|action| {
+        checked.iter().find_map(|(a, r)| match r {
+            Err(e) if std::ptr::eq(*a, *action) => Some((*action, e)),
+            _ => None,
+        })
+    });
+    if let Some((action, source)) = refused {
+        let source = clone_error(source);
+        return Err(Error::DryRun {
+            what: action.describe(),
+            source,
+        });
     }
-    let mut done: Vec<Undo> = Vec::with_capacity(writes.len());
-    for action in &writes {
-        debug!("{}", action.describe());
-        match write_version(action, existing, versions, false).await {
-            Ok(Some(undo)) => {
-                ctx.metrics.wrote(action);
-                done.push(undo);
-            }
-            Ok(None) => ctx.metrics.wrote(action),
-            Err(source) => {
-                let undo = undo_all(done, versions).await;
-                return Err(Error::Write {
-                    what: action.describe(),
-                    undo,
-                    source,
-                });
+    let (deletes, others): (Vec<&Action>, Vec<&Action>) = writes
+        .iter()
+        .partition(|a| matches!(a, Action::DeleteVersion { .. }));
+    let mut done: Vec<Done> = Vec::with_capacity(writes.len());
+    for batch in [others, deletes] {
+        let writes: Vec<_> = batch
+            .into_iter()
+            .map(|action| write_tagged(action, existing, versions, false))
+            .collect();
+        let results: Vec<(&Action, Result<Done, kube::Error>)> = futures::stream::iter(writes)
+            .buffer_unordered(PARALLEL_WRITES)
+            .collect()
+            .await;
+        let mut failed = None;
+        for (action, result) in results {
+            match result {
+                Ok(d) => {
+                    ctx.metrics.wrote(action);
+                    done.push(d);
+                }
+                Err(source) if failed.is_none() => failed = Some((action, source)),
+                Err(_) => {}
             }
         }
+        if let Some((action, source)) = failed {
+            let undo = undo_all(done.into_iter().filter_map(|d| d.undo).collect(), versions).await;
+            return Err(Error::Write {
+                what: action.describe(),
+                undo,
+                source,
+            });
+        }
     }
+    let ns = versions_namespace(existing, actions);
+    let expected: Vec<(String, Option<String>)> = done
+        .into_iter()
+        .map(|d| (d.name, d.resource_version))
+        .collect();
+    wait_for_cache(scope, &expected, &ns).await;
     Ok(())
 }
 
-/// One version write; for real, it returns how to take it back.
+/// An API error again, for a message (kube's errors are not `Clone`).
+fn clone_error(e: &kube::Error) -> kube::Error {
+    match e {
+        kube::Error::Api(s) => kube::Error::Api(s.clone()),
+        other => kube::Error::Service(other.to_string().into()),
+    }
+}
+
+/// A write and its action, for writes that complete out of order.
+async fn write_tagged<'a>(
+    action: &'a Action,
+    existing: &[ManagedOSVersion],
+    versions: &Api<ManagedOSVersion>,
+    dry_run: bool,
+) -> (&'a Action, Result<Done, kube::Error>) {
+    if !dry_run {
+        debug!("{}", action.describe());
+    }
+    (
+        action,
+        write_version(action, existing, versions, dry_run).await,
+    )
+}
+
+/// How many version writes of one sync are in flight at once.
+const PARALLEL_WRITES: usize = 8;
+
+fn versions_namespace(existing: &[ManagedOSVersion], actions: &[Action]) -> String {
+    existing
+        .iter()
+        .find_map(|v| v.namespace())
+        .or_else(|| {
+            actions.iter().find_map(|a| match a {
+                Action::ApplyVersion(v) => v.namespace(),
+                _ => None,
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// A write made: what the cache must show for it, and how to take it back.
+struct Done {
+    name: String,
+    /// The version's resourceVersion after the write; `None` when it was deleted.
+    resource_version: Option<String>,
+    undo: Option<Undo>,
+}
+
+/// One version write (a dry run, or for real).
 async fn write_version(
     action: &Action,
     existing: &[ManagedOSVersion],
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
-) -> Result<Option<Undo>, kube::Error> {
+) -> Result<Done, kube::Error> {
     let previous = |name: &str| existing.iter().find(|v| v.name_any() == name);
     match action {
         Action::ApplyVersion(version) => {
@@ -604,16 +898,20 @@ async fn write_version(
             let written = versions
                 .patch(&name, &params, &Patch::Apply(version.as_ref()))
                 .await?;
-            Ok(match previous(&name) {
-                _ if dry_run => None,
-                Some(before) => Some(Undo::Restore {
+            let undo = match previous(&name) {
+                Some(before) => Undo::Restore {
                     previous: Box::new(before.clone()),
                     resource_version: written.resource_version(),
-                }),
-                None => Some(Undo::Delete {
-                    name,
+                },
+                None => Undo::Delete {
+                    name: name.clone(),
                     uid: written.uid().unwrap_or_default(),
-                }),
+                },
+            };
+            Ok(Done {
+                name,
+                resource_version: written.resource_version(),
+                undo: Some(undo),
             })
         }
         Action::MarkVersion {
@@ -621,12 +919,16 @@ async fn write_version(
             uid,
             no_longer_in_sync,
         } => {
-            mark(versions, name, uid, *no_longer_in_sync, dry_run).await?;
-            Ok((!dry_run).then(|| Undo::Mark {
+            let written = mark(versions, name, uid, *no_longer_in_sync, dry_run).await?;
+            Ok(Done {
                 name: name.clone(),
-                uid: uid.clone(),
-                no_longer_in_sync: !*no_longer_in_sync,
-            }))
+                resource_version: written.resource_version(),
+                undo: Some(Undo::Mark {
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    no_longer_in_sync: !*no_longer_in_sync,
+                }),
+            })
         }
         Action::DeleteVersion { name, uid } => {
             let params = DeleteParams {
@@ -637,17 +939,22 @@ async fn write_version(
                 }),
                 ..Default::default()
             };
-            match versions.delete(name, &params).await {
-                Ok(_) => {}
-                Err(e) if is_status(&e, 404) => return Ok(None),
+            let undo = match versions.delete(name, &params).await {
+                Ok(_) => previous(name).map(|before| Undo::Recreate(Box::new(before.clone()))),
+                Err(e) if is_status(&e, 404) => None,
                 Err(e) => return Err(e),
-            }
-            Ok(match previous(name) {
-                Some(before) if !dry_run => Some(Undo::Recreate(Box::new(before.clone()))),
-                _ => None,
+            };
+            Ok(Done {
+                name: name.clone(),
+                resource_version: None,
+                undo,
             })
         }
-        Action::CreatePod(_) | Action::DeletePod { .. } => Ok(None),
+        Action::CreatePod(_) | Action::DeletePod { .. } => Ok(Done {
+            name: String::new(),
+            resource_version: None,
+            undo: None,
+        }),
     }
 }
 
@@ -659,7 +966,7 @@ async fn mark(
     uid: &str,
     no_longer_in_sync: bool,
     dry_run: bool,
-) -> Result<(), kube::Error> {
+) -> Result<ManagedOSVersion, kube::Error> {
     let value = no_longer_in_sync.then_some("true");
     let patch =
         json!({"metadata": {"uid": uid, "annotations": {NO_LONGER_IN_SYNC_ANNOTATION: value}}});
@@ -668,10 +975,7 @@ async fn mark(
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    versions
-        .patch(name, &params, &Patch::Merge(patch))
-        .await
-        .map(drop)
+    versions.patch(name, &params, &Patch::Merge(patch)).await
 }
 
 /// Takes back writes, newest first; says how that went, for the failure message.
@@ -702,6 +1006,8 @@ async fn undo_all(done: Vec<Undo>, versions: &Api<ManagedOSVersion>) -> String {
             } => {
                 let mut restored = (**previous).clone();
                 restored.metadata.resource_version = resource_version.clone();
+                // Left out, the API server keeps the managedFields records as they are.
+                restored.metadata.managed_fields = None;
                 let name = restored.name_any();
                 versions
                     .replace(&name, &PostParams::default(), &restored)
@@ -715,6 +1021,7 @@ async fn undo_all(done: Vec<Undo>, versions: &Api<ManagedOSVersion>) -> String {
                 no_longer_in_sync,
             } => mark(versions, name, uid, *no_longer_in_sync, false)
                 .await
+                .map(drop)
                 .map_err(|e| (name.clone(), e)),
             Undo::Recreate(previous) => {
                 let mut again = (**previous).clone();

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::api::ManagedOSVersionChannel;
-use crate::controller::{self, Context};
+use crate::controller;
 use crate::duration;
 use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::{self, Metrics};
@@ -40,6 +40,9 @@ pub struct OperatorArgs {
     /// The most channel data accepted from one sync (bytes; K, Ki, M, Mi, G, Gi suffixes).
     #[arg(long, env = "MAX_OUTPUT_BYTES", default_value = "16Mi", value_parser = parse_bytes)]
     pub max_output_bytes: u64,
+    /// At most this many syncs (syncer pods and json fetches) run at once; the rest queue.
+    #[arg(long, env = "MAX_CONCURRENT_SYNCS", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_syncs: u16,
     /// First retry delay after a failed sync; it doubles on each failure.
     #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
     pub retry_delay: Duration,
@@ -130,6 +133,14 @@ pub fn watched_namespaces(given: &[String]) -> Vec<String> {
     out
 }
 
+/// What the controllers are started with (again, after a restart of leadership).
+struct Parts {
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    http: reqwest::Client,
+}
+
 /// How long in-flight reconciliations get to finish after SIGTERM before they are
 /// cancelled, well inside the chart's 30 s grace period.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -205,14 +216,15 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         sync_timeout: args.sync_timeout,
         max_output_bytes: args.max_output_bytes,
         retry_delay: args.retry_delay,
+        max_concurrent_syncs: usize::from(args.max_concurrent_syncs),
     };
     let http = crate::fetch::client().map_err(|e| OperatorError::Http(e.to_string()))?;
-    let ctx = Arc::new(Context::new(
-        client.clone(),
+    let parts = Parts {
+        client: client.clone(),
         settings,
-        metrics.clone(),
+        metrics: metrics.clone(),
         http,
-    ));
+    };
     metrics.ready.store(true, Ordering::Relaxed);
     info!(
         image = %args.operator_image,
@@ -222,10 +234,10 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     );
 
     let result = if args.leader_election {
-        run_as_leader(&args, client, ctx, stop_rx.clone()).await
+        run_as_leader(&args, client, &parts, stop_rx.clone()).await
     } else {
         let (_never, lost) = watch::channel(false);
-        run_controllers(ctx, &args.namespaces, stop_rx.clone(), lost).await;
+        run_controllers(&parts, &args.namespaces, stop_rx.clone(), lost).await;
         Ok(())
     };
     info!("stopped");
@@ -248,13 +260,20 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
 /// Runs the controllers until `stop` (in-flight work gets [`DRAIN`] to finish) or until
 /// `lost` fires (in-flight work is cancelled at once: another replica may act soon).
 async fn run_controllers(
-    ctx: Arc<Context>,
+    parts: &Parts,
     namespaces: &[String],
     stop: watch::Receiver<bool>,
     mut lost: watch::Receiver<bool>,
 ) {
     let mut stopping = stop.clone();
-    let controllers = controller::run(ctx, namespaces, stop);
+    let controllers = controller::run(
+        parts.client.clone(),
+        parts.settings.clone(),
+        parts.metrics.clone(),
+        parts.http.clone(),
+        namespaces,
+        stop,
+    );
     tokio::pin!(controllers);
     tokio::select! {
         _ = &mut controllers => return,
@@ -271,7 +290,7 @@ async fn run_controllers(
 async fn run_as_leader(
     args: &OperatorArgs,
     client: Client,
-    ctx: Arc<Context>,
+    parts: &Parts,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), OperatorError> {
     let namespace = args
@@ -300,7 +319,7 @@ async fn run_as_leader(
         let _ = election.await;
         return Ok(());
     }
-    ctx.metrics.leader.set(1);
+    parts.metrics.leader.set(1);
     let (lost_tx, lost_rx) = watch::channel(false);
     let mut watch_leading = leading.clone();
     let lost_watch = tokio::spawn(async move {
@@ -308,8 +327,8 @@ async fn run_as_leader(
             let _ = lost_tx.send(true);
         }
     });
-    run_controllers(ctx.clone(), &args.namespaces, stop.clone(), lost_rx.clone()).await;
-    ctx.metrics.leader.set(0);
+    run_controllers(parts, &args.namespaces, stop.clone(), lost_rx.clone()).await;
+    parts.metrics.leader.set(0);
     let lost = *lost_rx.borrow() && !*stop.borrow();
     lost_watch.abort();
     if lost {

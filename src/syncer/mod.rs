@@ -40,6 +40,8 @@ pub const MAX_QUICK_RETRIES: i64 = 4;
 /// How often to look again while the display log is still being written, or a pod of the
 /// channel is still terminating.
 const POLL: Duration = Duration::from_secs(1);
+/// How often a queued sync looks for a free slot.
+const QUEUE_POLL: Duration = Duration::from_secs(2);
 /// The most of a runner's log a status message carries.
 const TAIL_BYTES: usize = 600;
 
@@ -51,6 +53,8 @@ pub struct Settings {
     pub max_output_bytes: u64,
     /// First delay of the exponential backoff after a failed sync.
     pub retry_delay: Duration,
+    /// At most this many syncs (syncer pods and json fetches) run at once.
+    pub max_concurrent_syncs: usize,
 }
 
 /// What a json channel's fetch brought back.
@@ -84,6 +88,8 @@ pub struct Observation<'a> {
     /// A failure the I/O layer met while observing or performing (an API error, a write
     /// the API server refused): the attempt failed, and says why.
     pub error: Option<&'a str>,
+    /// No sync slot is free (`max_concurrent_syncs` run): a due sync waits its turn.
+    pub queued: bool,
     pub now: Timestamp,
 }
 
@@ -443,6 +449,9 @@ impl Decider<'_> {
         if !due.is_zero() {
             return after(due);
         }
+        if self.obs.queued {
+            return self.queued();
+        }
         match &config.source {
             Source::Custom(options) => {
                 if let Some(error) = self.obs.pod_create_error {
@@ -471,6 +480,24 @@ impl Decider<'_> {
                 }
             }
             Source::Json(options) => self.json_sync(config, options),
+        }
+    }
+
+    /// A due sync waiting for a free slot: says so once, and looks again shortly.
+    fn queued(&self) -> Decision {
+        let mut status = self.status.clone();
+        status.conditions = self.ready(
+            false,
+            reason::SYNCHRONIZING,
+            format!(
+                "queued: waiting for a free sync slot (at most {} syncs run at once, --max-concurrent-syncs)",
+                self.settings.max_concurrent_syncs
+            ),
+        );
+        Decision {
+            status: Some(status),
+            requeue: Some(QUEUE_POLL),
+            ..Default::default()
         }
     }
 

@@ -62,6 +62,7 @@ fn settings() -> Settings {
         sync_timeout: Duration::from_secs(300),
         max_output_bytes: 1 << 20,
         retry_delay: Duration::from_secs(10),
+        max_concurrent_syncs: 10,
     }
 }
 
@@ -88,6 +89,7 @@ fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
         versions: None,
         pod_create_error: None,
         error: None,
+        queued: false,
         now,
     }
 }
@@ -984,4 +986,37 @@ fn a_pod_whose_image_admission_rewrote_is_not_replaced() {
     pod.annotations_mut().remove(pod::OPERATOR_IMAGE_ANNOTATION);
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
+}
+
+#[test]
+fn a_due_sync_without_a_free_slot_is_queued() {
+    let ch = sample_channel();
+    let d = decide(
+        &Observation {
+            queued: true,
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(d.actions, vec![]);
+    assert_eq!(ready(&d).reason, "Synchronizing");
+    assert!(
+        ready(&d)
+            .message
+            .starts_with("queued: waiting for a free sync slot")
+    );
+    assert_eq!(d.requeue, Some(Duration::from_secs(2)));
+    // Queued again: nothing new to write.
+    let ch = with_status(&ch, &d);
+    let d = decide(
+        &Observation {
+            queued: true,
+            ..obs(&ch, t(2))
+        },
+        &settings(),
+    );
+    assert_eq!((d.status, d.events.len()), (None, 0));
+    // A slot frees up: the pod is created.
+    let d = decide(&obs(&ch, t(4)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
 }
