@@ -212,7 +212,7 @@ fn expected_rules() -> Value {
     json!([
         {"apiGroups": ["rancheros.cattle.io"], "resources": ["managedosversionchannels"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["rancheros.cattle.io"], "resources": ["managedosversionchannels/status"], "verbs": ["patch"]},
-        {"apiGroups": ["rancheros.cattle.io"], "resources": ["managedosversions"], "verbs": ["list", "create", "patch", "update", "delete"]},
+        {"apiGroups": ["rancheros.cattle.io"], "resources": ["managedosversions"], "verbs": ["list", "watch", "create", "patch", "update", "delete"]},
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "create", "delete"]},
         {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
@@ -1139,6 +1139,7 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
             true,
         ),
         ("list", "managedosversions.rancheros.cattle.io", w, true),
+        ("watch", "managedosversions.rancheros.cattle.io", w, true),
         ("create", "managedosversions.rancheros.cattle.io", w, true),
         ("patch", "managedosversions.rancheros.cattle.io", w, true),
         ("update", "managedosversions.rancheros.cattle.io", w, true),

@@ -79,13 +79,13 @@ every syncer pod): one string, so the two can never differ.
 - apiGroups: ["rancheros.cattle.io"]
   resources: ["managedosversionchannels/status"]
   verbs: ["patch"]
-# Versions: listed per sync, created/updated by server-side apply (a patch that may
+# Versions: watched (one cache shared by all channels), created/updated by server-side apply (a patch that may
 # create), annotated by merge patch, deleted with a uid precondition; a sync refused
 # half-way undoes its writes (update puts a changed version back, create restores a
 # deleted one).
 - apiGroups: ["rancheros.cattle.io"]
   resources: ["managedosversions"]
-  verbs: ["list", "create", "patch", "update", "delete"]
+  verbs: ["list", "watch", "create", "patch", "update", "delete"]
 # Syncer pods: watched (label rancheros.cattle.io/channel), read, created, deleted.
 - apiGroups: [""]
   resources: ["pods"]
