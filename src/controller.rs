@@ -417,6 +417,8 @@ struct Observed {
     pod_create_error: Option<String>,
     error: Option<String>,
     queued: bool,
+    /// Creating the pod found one of that name already there.
+    pod_exists: bool,
 }
 
 impl Observed {
@@ -570,6 +572,18 @@ async fn attempt(
     write_versions(&decision.actions, existing, &apis.versions, scope, ctx).await?;
     perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
     if seen.pod_create_error.is_some() {
+        if seen.pod_exists {
+            // A pod of that name exists (outside the cache: not labelled as ours): decide
+            // with it, so the status says whose it is.
+            seen.pod = apis
+                .pods
+                .get_opt(&name)
+                .await
+                .map_err(kube_err(format!("reading pod {ns}/{name}")))?;
+            if seen.pod.is_some() {
+                seen.pod_create_error = None;
+            }
+        }
         // The API server refused the pod: decide again, knowing why.
         decision = seen.decide(channel, &ctx.settings);
         perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
@@ -1066,6 +1080,7 @@ async fn perform_pod_actions(
                 match apis.pods.create(&PostParams::default(), pod).await {
                     Ok(created) => info!(pod = %created.name_any(), "started the syncer pod"),
                     Err(e) => {
+                        seen.pod_exists = is_status(&e, 409);
                         seen.pod_create_error = Some(format!(
                             "creating syncer pod {}: {}",
                             pod.name_any(),
