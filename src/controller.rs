@@ -570,7 +570,13 @@ async fn attempt(
 
     let existing = seen.versions.as_deref().unwrap_or_default();
     write_versions(&decision.actions, existing, &apis.versions, scope, ctx).await?;
-    perform_pod_actions(&decision.actions, apis, seen, ctx).await?;
+    if let Err(e) = perform_pod_actions(&decision.actions, apis, seen, ctx).await {
+        if decision.outcome != Some(Outcome::Synchronized) {
+            return Err(e);
+        }
+        // The versions are written: the sync succeeded. The pod goes at the next look.
+        warn!(channel = %name, namespace = %ns, "after a successful sync: {e}");
+    }
     if seen.pod_create_error.is_some() {
         if seen.pod_exists {
             // A pod of that name exists (outside the cache: not labelled as ours): decide
