@@ -309,13 +309,17 @@ async fn run_as_leader(
         Api::<Lease>::namespaced(client, &namespace),
         LeaseConfig::new(args.leader_election_lease.clone(), identity.clone()),
     );
-    let election = tokio::spawn(elector.run(leading_tx, stop.clone()));
+    // The elector stops (and hands the Lease back) only once the controllers have stopped:
+    // while in-flight syncs drain, this replica still acts, so it must still hold the Lease.
+    let (release_tx, release_rx) = watch::channel(false);
+    let election = tokio::spawn(elector.run(leading_tx, release_rx));
     info!(lease = %args.leader_election_lease, %namespace, %identity, "waiting for the leader lease");
     let elected = tokio::select! {
         r = leading.wait_for(|l| *l) => r.is_ok(),
         _ = stop.wait_for(|s| *s) => false,
     };
     if !elected {
+        let _ = release_tx.send(true);
         let _ = election.await;
         return Ok(());
     }
@@ -335,7 +339,8 @@ async fn run_as_leader(
         warn!("lost the leader lease; in-flight syncs were cancelled");
         return Err(OperatorError::LostLease);
     }
-    // Stopped by a signal: the elector releases the Lease.
+    // Stopped by a signal, the controllers done: the elector releases the Lease.
+    let _ = release_tx.send(true);
     let _ = election.await;
     Ok(())
 }
