@@ -8,18 +8,31 @@ ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SCRIPTS_DIR="$ROOT_DIR/scripts"
 
 # --- versions (the cache is keyed by these) ---------------------------------
-K8S_VERSION="v1.20.2"
-# Debian bookworm source package that carries upstream v1.20.2 with its full vendor/ tree.
-K8S_DEB_SRC_PKG="kubernetes"
-K8S_DEB_SRC_VERSION="1.20.5+really1.20.2-1.1+deb12u1"
+# Kubernetes, built from the k8s.io/kubernetes Go module (scripts/build-k8s). Override with
+# K8S_VERSION=v1.X.Y (1.34 or newer: the cluster's flags and configs are written for those).
+K8S_DEFAULT_VERSION="v1.37.2"
+K8S_VERSION="${K8S_VERSION:-$K8S_DEFAULT_VERSION}"
 # Bump when the build recipe (patches, flags, binary list) changes: it re-keys the cache.
-K8S_RECIPE_REV="2"
+K8S_RECIPE_REV="3"
 K8S_BINARIES="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl"
+# etcd and containerd, built the same way (go.etcd.io/etcd/server/v3,
+# github.com/containerd/containerd/v2), each cached by version + recipe revision.
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+ETCD_RECIPE_REV="1"
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+CONTAINERD_RECIPE_REV="1"
+CONTAINERD_BINARIES="containerd containerd-shim-runc-v2 ctr"
 
 # --- locations --------------------------------------------------------------
 CACHE_ROOT="${RANCHEROS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rancheros-operator}"
 K8S_CACHE_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-r$K8S_RECIPE_REV"
 K8S_BIN_DIR="$K8S_CACHE_DIR/bin"
+ETCD_CACHE_DIR="$CACHE_ROOT/etcd-$ETCD_VERSION-r$ETCD_RECIPE_REV"
+CONTAINERD_CACHE_DIR="$CACHE_ROOT/containerd-$CONTAINERD_VERSION-r$CONTAINERD_RECIPE_REV"
+CONTAINERD_BIN_DIR="$CONTAINERD_CACHE_DIR/bin"
+# Go's module and build caches: kept across builds (and by `scripts/cluster down`), so a
+# rebuild (new recipe revision, --force) compiles only what changed.
+GO_CACHE_ROOT="$CACHE_ROOT/go"
 IMAGES_CACHE_DIR="$CACHE_ROOT/images"
 
 STATE_DIR="${RANCHEROS_CLUSTER_STATE:-/var/lib/rancheros-operator-cluster}"
@@ -94,4 +107,4 @@ ensure_pkgs() {
 }
 
 # Packages the node needs at run time.
-NODE_PKGS="containerd runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
+NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
