@@ -204,9 +204,10 @@ impl TestNs {
             self.ns.clone(),
             "--metrics-address".into(),
             "127.0.0.1:0".into(),
-            "--retry-delay".into(),
-            "60s".into(),
         ];
+        if !extra.iter().any(|a| a.starts_with("--retry-delay")) {
+            args.push("--retry-delay=60s".into());
+        }
         // Leader election is off unless a test turns it on.
         if !extra.iter().any(|a| a.starts_with("--leader-election=")) {
             args.push("--leader-election=false".into());
