@@ -654,6 +654,14 @@ impl Decider<'_> {
                         Some(pod),
                     ),
                     Output::Corrupt(why) => {
+                        // `display` failed (and is about to exit 1): its one-line error says why.
+                        let why = match log.strip_prefix(b"error: ") {
+                            Some(_) => format!(
+                                "the display container exited with code 1: {}",
+                                tail(&String::from_utf8_lossy(log))
+                            ),
+                            None => why,
+                        };
                         self.failure(reason::FAILED_TO_SYNC, why, config.sync_interval, Some(pod))
                     }
                     Output::Complete(data) => self.apply_data(data, config, Some(pod)),

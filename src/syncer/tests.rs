@@ -1020,3 +1020,18 @@ fn a_due_sync_without_a_free_slot_is_queued() {
     let d = decide(&obs(&ch, t(4)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
 }
+
+#[test]
+fn an_error_of_the_display_container_is_reported_as_such() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let log = b"error: cannot read /output/data: permission denied; display runs as user 65532\n";
+    let d = reading(&ch, &pod, log, &[], t(3));
+    assert!(
+        ready(&d).message.starts_with(
+            "the display container exited with code 1: error: cannot read /output/data: permission denied"
+        ),
+        "{}",
+        ready(&d).message
+    );
+}
