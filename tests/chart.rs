@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 const CHART: &str = "charts/rancheros-operator";
-/// The Kubernetes versions the rendered manifests are validated against: the local
-/// cluster's (the oldest the chart supports) and the newest kubernetes-validate 1.28 knows.
-const SCHEMA_VERSIONS: &[&str] = &["1.20.0", "1.28.0"];
+/// The Kubernetes versions the rendered manifests are validated against: the oldest the
+/// operator supports (its client's floor) and the local cluster's.
+const SCHEMA_VERSIONS: &[&str] = &["1.33.0", "1.37.0"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -136,7 +136,7 @@ fn helm_template(args: &[&str]) -> Command {
             "ops",
             "--include-crds",
             "--kube-version",
-            "1.20.2",
+            "1.33.0",
         ])
         .args(args);
     cmd
@@ -668,7 +668,7 @@ fn packaged_chart_carries_the_crds_and_not_the_ci_values() {
         "ops",
         "--include-crds",
         "--kube-version",
-        "1.20.2",
+        "1.33.0",
     ]));
     assert_eq!(from_tgz, run(&mut helm_template(&[])));
     std::fs::remove_dir_all(&dir).unwrap();
