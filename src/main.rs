@@ -51,7 +51,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Panics (bugs) get color-eyre's report; user errors get one line below.
+    // User errors are one line and never need a backtrace: capturing one (RUST_BACKTRACE
+    // set) would resolve symbols at every error, seconds in a debug build. Panics (bugs)
+    // still get color-eyre's report with their backtrace.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: first thing in main, before any thread exists.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let _ = color_eyre::install();
     let cli = Cli::parse();
     match run(cli) {
@@ -84,7 +90,12 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
     match cli.command {
         Command::Operator(args) => {
             operator::init_logging(args.log_format);
-            runtime()?.block_on(operator::run(args))?;
+            let rt = runtime()?;
+            let result = rt.block_on(operator::run(args));
+            // Exit at once: nothing left running (a stray request, a blocking DNS lookup)
+            // may delay a replica that just stepped down.
+            rt.shutdown_timeout(std::time::Duration::from_millis(200));
+            result?;
         }
         Command::Display { file } => {
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -337,6 +337,7 @@ async fn run_as_leader(
     lost_watch.abort();
     if lost {
         warn!("lost the leader lease; in-flight syncs were cancelled");
+        election.abort();
         return Err(OperatorError::LostLease);
     }
     // Stopped by a signal, the controllers done: the elector releases the Lease.

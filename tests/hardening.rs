@@ -309,6 +309,43 @@ impl Policy {
         p
     }
 
+    /// A ValidatingAdmissionPolicy that refuses every update of one Lease in the test's
+    /// namespace: its holder can no longer renew it.
+    async fn refusing_lease_renewals(t: &TestNs, lease: &str) -> Self {
+        let policies = Self::api(
+            t,
+            "v1",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+        );
+        let bindings = Self::api(
+            t,
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        );
+        let name = format!("no-renewal-{}", t.ns);
+        let policy = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["*"],
+                    "operations": ["UPDATE"], "resources": ["leases"], "resourceNames": [lease]}]},
+                "validations": [{"expression": "false", "message": "renewals refused by the test"}]
+            }
+        });
+        let binding = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name, "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}}}
+            }
+        });
+        Self::create(policies, bindings, name, policy, binding).await
+    }
+
     async fn create(
         policies: Api<DynamicObject>,
         bindings: Api<DynamicObject>,
@@ -630,5 +667,69 @@ async fn complete_data_is_used_when_the_operator_comes_back_after_the_timeout() 
     let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
     assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
     assert_eq!(t.pods_created(), 1);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_renew_its_lease_stops_before_the_lease_can_expire() {
+    let mut t = TestNs::new("lease-refused").await;
+    let args = [
+        "--leader-election=true".to_string(),
+        format!("--leader-election-namespace={}", t.ns),
+        "--leader-election-lease=cut-off".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut leader = t.spawn_operator(&args, &[("POD_NAME", "cut-off-leader")]);
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    t.eventually("the operator to lead", SYNC, || async {
+        let lease = leases.get_opt("cut-off").await.unwrap()?;
+        (lease.spec?.holder_identity.as_deref() == Some("cut-off-leader")).then_some(())
+    })
+    .await;
+    // A sync is under way when the API server starts refusing the leader's renewals.
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel("ch", custom_spec(&slow_script(30, &data)))
+        .await;
+    t.eventually("the syncer pod", SYNC, || async {
+        (t.pods_created() == 1).then_some(())
+    })
+    .await;
+    let policy = Policy::refusing_lease_renewals(&t, "cut-off").await;
+    // It steps down and exits (a restart makes it a follower) before the Lease expires.
+    let status = t
+        .eventually("the leader to step down", SYNC, || {
+            let exited = leader.try_wait().unwrap();
+            async move { exited }
+        })
+        .await;
+    let stopped = k8s_openapi::jiff::Timestamp::now();
+    // The Lease as the last renewal that went through left it.
+    let spec = leases.get("cut-off").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("cut-off-leader"));
+    let expires = spec
+        .renew_time
+        .unwrap()
+        .0
+        .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(i64::from(
+            spec.lease_duration_seconds.unwrap(),
+        )))
+        .unwrap();
+    assert!(!status.success(), "{status}: {}", t.operator_log());
+    assert!(
+        stopped < expires,
+        "stopped at {stopped}, the Lease expired at {expires}\n{}",
+        t.operator_log()
+    );
+    assert!(
+        t.operator_log()
+            .contains("could not renew the leader lease in time: stepping down"),
+        "{}",
+        t.operator_log()
+    );
+    assert!(
+        t.versions().await.is_empty(),
+        "it acted after stepping down"
+    );
+    policy.delete(&t).await;
     t.cleanup().await;
 }
