@@ -166,6 +166,32 @@ struct Slots {
     waiting: VecDeque<String>,
 }
 
+impl Slots {
+    /// Takes a slot for `key`, or queues it; `running`: channels whose syncer pod runs.
+    fn take(&mut self, key: &str, running: &HashSet<String>, max: usize) -> bool {
+        if self.held.contains(key) || running.contains(key) {
+            self.held.insert(key.to_string());
+            self.waiting.retain(|k| k != key);
+            return true;
+        }
+        let busy = self.held.union(running).count();
+        let position = match self.waiting.iter().position(|k| k == key) {
+            Some(p) => p,
+            None => {
+                self.waiting.push_back(key.to_string());
+                self.waiting.len() - 1
+            }
+        };
+        if busy + position < max {
+            self.waiting.retain(|k| k != key);
+            self.held.insert(key.to_string());
+            true
+        } else {
+            false
+        }
+    }
+}
+
 impl Context {
     fn scope(&self, namespace: &str) -> Option<&Scope> {
         self.scopes
@@ -184,28 +210,9 @@ impl Context {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
             .collect();
-        let Ok(mut slots) = self.slots.lock() else {
-            return true;
-        };
-        if slots.held.contains(key) || running_pods.contains(key) {
-            slots.held.insert(key.to_string());
-            slots.waiting.retain(|k| k != key);
-            return true;
-        }
-        let busy = slots.held.union(&running_pods).count();
-        let position = match slots.waiting.iter().position(|k| k == key) {
-            Some(p) => p,
-            None => {
-                slots.waiting.push_back(key.to_string());
-                slots.waiting.len() - 1
-            }
-        };
-        if busy + position < self.settings.max_concurrent_syncs {
-            slots.waiting.retain(|k| k != key);
-            slots.held.insert(key.to_string());
-            true
-        } else {
-            false
+        match self.slots.lock() {
+            Ok(mut slots) => slots.take(key, &running_pods, self.settings.max_concurrent_syncs),
+            Err(_) => true,
         }
     }
 
@@ -1239,6 +1246,27 @@ mod tests {
         for code in [429, 500, 503, 504] {
             assert_eq!(classify(&api_error(code)), ErrorClass::Retryable, "{code}");
         }
+    }
+
+    #[test]
+    fn sync_slots_are_bounded_and_first_come_first_served() {
+        let mut slots = Slots::default();
+        let none = HashSet::new();
+        let taken: Vec<bool> = (0..5)
+            .map(|i| slots.take(&format!("ns/c{i}"), &none, 2))
+            .collect();
+        assert_eq!(taken, [true, true, false, false, false]);
+        // c2 waits first: c4 asking again does not overtake it.
+        slots.held.remove("ns/c0");
+        assert!(!slots.take("ns/c4", &none, 2));
+        assert!(slots.take("ns/c2", &none, 2));
+        assert!(!slots.take("ns/c3", &none, 2));
+        // A pod already running (an earlier operator's) counts, and keeps its own slot.
+        let running: HashSet<String> = ["ns/old".to_string()].into();
+        slots.held.clear();
+        assert!(slots.take("ns/old", &running, 2));
+        assert!(slots.take("ns/c3", &running, 2));
+        assert!(!slots.take("ns/c4", &running, 2));
     }
 
     #[test]
