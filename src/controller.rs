@@ -420,7 +420,7 @@ struct Observed {
     display_log: Option<Vec<u8>>,
     runner_log: Option<String>,
     fetched: Option<Fetched>,
-    versions: Option<Vec<ManagedOSVersion>>,
+    versions: Option<Vec<Arc<ManagedOSVersion>>>,
     pod_create_error: Option<String>,
     error: Option<String>,
     queued: bool,
@@ -632,24 +632,21 @@ async fn versions_in(
     ctx: &Context,
     api: &Api<ManagedOSVersion>,
     ns: &str,
-) -> Result<Vec<ManagedOSVersion>, Error> {
+) -> Result<Vec<Arc<ManagedOSVersion>>, Error> {
     if let Some(scope) = ctx.scope(ns) {
         let ready = tokio::time::timeout(CACHE_WAIT, scope.versions.wait_until_ready()).await;
         if matches!(ready, Ok(Ok(()))) {
+            // Shared with the cache, not copied: many syncs at once cost no more memory.
             return Ok(scope
                 .versions
-                .state()
-                .iter()
-                .filter(|v| v.namespace().as_deref() == Some(ns))
-                .map(|v| (**v).clone())
-                .collect());
+                .state_filter(|v| v.namespace().as_deref() == Some(ns)));
         }
     }
     let list = api
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
-    Ok(list.items)
+    Ok(list.items.into_iter().map(Arc::new).collect())
 }
 
 /// How long to wait for the watch cache (filled, or caught up with the sync's writes).
@@ -788,7 +785,7 @@ enum Undo {
 /// at a time (deletes last, after every other write succeeded).
 async fn write_versions(
     actions: &[Action],
-    existing: &[ManagedOSVersion],
+    existing: &[Arc<ManagedOSVersion>],
     versions: &Api<ManagedOSVersion>,
     scope: Option<&Scope>,
     ctx: &Context,
@@ -872,7 +869,7 @@ fn clone_error(e: &kube::Error) -> kube::Error {
 /// A write and its action, for writes that complete out of order.
 async fn write_tagged<'a>(
     action: &'a Action,
-    existing: &[ManagedOSVersion],
+    existing: &[Arc<ManagedOSVersion>],
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
 ) -> (&'a Action, Result<Done, kube::Error>) {
@@ -888,7 +885,7 @@ async fn write_tagged<'a>(
 /// How many version writes of one sync are in flight at once.
 const PARALLEL_WRITES: usize = 8;
 
-fn versions_namespace(existing: &[ManagedOSVersion], actions: &[Action]) -> String {
+fn versions_namespace(existing: &[Arc<ManagedOSVersion>], actions: &[Action]) -> String {
     existing
         .iter()
         .find_map(|v| v.namespace())
@@ -912,11 +909,16 @@ struct Done {
 /// One version write (a dry run, or for real).
 async fn write_version(
     action: &Action,
-    existing: &[ManagedOSVersion],
+    existing: &[Arc<ManagedOSVersion>],
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
 ) -> Result<Done, kube::Error> {
-    let previous = |name: &str| existing.iter().find(|v| v.name_any() == name);
+    let previous = |name: &str| {
+        existing
+            .iter()
+            .find(|v| v.name_any() == name)
+            .map(|v| v.as_ref())
+    };
     match action {
         Action::ApplyVersion(version) => {
             let name = version.name_any();

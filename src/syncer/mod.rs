@@ -8,6 +8,7 @@
 pub mod pod;
 pub mod versions;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -81,8 +82,8 @@ pub struct Observation<'a> {
     /// The tail of the `runner` container's log.
     pub runner_log: Option<&'a str>,
     pub fetched: Option<&'a Fetched>,
-    /// Every `ManagedOSVersion` in the channel's namespace.
-    pub versions: Option<&'a [ManagedOSVersion]>,
+    /// Every `ManagedOSVersion` in the channel's namespace (shared with the watch cache).
+    pub versions: Option<&'a [Arc<ManagedOSVersion>]>,
     /// Why creating the syncer pod this decision asked for failed, when it did.
     pub pod_create_error: Option<&'a str>,
     /// A failure the I/O layer met while observing or performing (an API error, a write

@@ -26,6 +26,11 @@ pub(crate) fn existing_version(
     v
 }
 
+/// Versions as the watch cache shares them.
+pub(crate) fn arcs(versions: &[ManagedOSVersion]) -> Vec<Arc<ManagedOSVersion>> {
+    versions.iter().cloned().map(Arc::new).collect()
+}
+
 /// The `managedFields` entry of an apply of `v` by the operator.
 pub(crate) fn applied_by_operator(v: &ManagedOSVersion) -> ManagedFieldsEntry {
     fn field_set(v: &Value) -> Value {
@@ -133,7 +138,7 @@ fn reading(
         &Observation {
             pod: Some(pod),
             display_log: Some(log),
-            versions: Some(versions),
+            versions: Some(&arcs(versions)),
             ..obs(ch, now)
         },
         &settings(),
@@ -602,7 +607,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     let d = decide(
         &Observation {
             pod: Some(&pod),
-            versions: Some(std::slice::from_ref(&v)),
+            versions: Some(&arcs(std::slice::from_ref(&v))),
             ..obs(&ch, t(3))
         },
         &settings(),
@@ -717,7 +722,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     let d = decide(
         &Observation {
             fetched: Some(&again),
-            versions: Some(&[foo.clone(), bar.clone()]),
+            versions: Some(&arcs(&[foo.clone(), bar.clone()])),
             ..obs(&ch, t(3600))
         },
         &settings(),
@@ -737,7 +742,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     let d = decide(
         &Observation {
             fetched: Some(&again),
-            versions: Some(&[edited]),
+            versions: Some(&arcs(&[edited])),
             ..obs(&ch, t(7200))
         },
         &settings(),

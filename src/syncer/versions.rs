@@ -2,6 +2,7 @@
 //! the versions that exist in its namespace.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
@@ -209,11 +210,13 @@ fn same(a: &Value, b: &Value) -> bool {
 pub fn plan(
     channel: &ManagedOSVersionChannel,
     listing: Option<(&ChannelConfig, &[ChannelVersion])>,
-    existing: &[ManagedOSVersion],
+    existing: &[Arc<ManagedOSVersion>],
     delete_unlisted: bool,
 ) -> Result<Plan, String> {
-    let by_name: HashMap<String, &ManagedOSVersion> =
-        existing.iter().map(|v| (v.name_any(), v)).collect();
+    let by_name: HashMap<String, &ManagedOSVersion> = existing
+        .iter()
+        .map(|v| (v.name_any(), v.as_ref()))
+        .collect();
     let mut plan = Plan::default();
     let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
     let mut conflicts = Vec::new();
@@ -310,7 +313,7 @@ pub(crate) fn spec_of(v: Value) -> crate::api::ManagedOSVersionSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::syncer::tests::{channel, existing_version};
+    use crate::syncer::tests::{arcs, channel, existing_version};
     use serde_json::json;
 
     fn item(name: &str, image: &str) -> ChannelVersion {
@@ -367,7 +370,7 @@ mod tests {
         let p = plan(
             &ch,
             Some((&config(&ch), &[item("foo", "os:v1")])),
-            &[have],
+            &arcs(&[have]),
             false,
         )
         .unwrap();
@@ -392,7 +395,7 @@ mod tests {
         ];
         let existing = [old, returning, gone];
 
-        let p = plan(&ch, Some((&cfg, &listed)), &existing, false).unwrap();
+        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), false).unwrap();
         assert_eq!((p.created, p.updated, p.flagged, p.deleted), (1, 1, 1, 0));
         let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
         assert_eq!(
@@ -409,7 +412,7 @@ mod tests {
             "1 created, 1 updated, 1 flagged as no longer in sync"
         );
 
-        let p = plan(&ch, Some((&cfg, &listed)), &existing, true).unwrap();
+        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), true).unwrap();
         assert_eq!(p.actions.last().unwrap().describe(), "delete version gone");
     }
 
@@ -419,7 +422,7 @@ mod tests {
         let mut gone = existing_version(&ch, desired(&ch, &config(&ch), &item("gone", "os:v1")));
         gone.annotations_mut()
             .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
-        let p = plan(&ch, None, &[gone], false).unwrap();
+        let p = plan(&ch, None, &arcs(&[gone]), false).unwrap();
         assert_eq!(p, Plan::default());
     }
 
@@ -441,7 +444,7 @@ mod tests {
         let err = plan(
             &ch,
             Some((&config(&ch), &listed)),
-            &[theirs.clone(), orphan],
+            &arcs(&[theirs.clone(), orphan]),
             false,
         )
         .unwrap_err();
@@ -456,7 +459,7 @@ mod tests {
             "{err}"
         );
         // Not listed, not ours: left alone.
-        let p = plan(&ch, Some((&config(&ch), &[])), &[theirs], true).unwrap();
+        let p = plan(&ch, Some((&config(&ch), &[])), &arcs(&[theirs]), true).unwrap();
         assert_eq!(p, Plan::default());
     }
 }
@@ -464,7 +467,7 @@ mod tests {
 #[cfg(test)]
 mod change_detection {
     use super::*;
-    use crate::syncer::tests::{applied_by_operator, channel, existing_version};
+    use crate::syncer::tests::{applied_by_operator, arcs, channel, existing_version};
     use serde_json::json;
 
     fn version(labels: Value, spec: Value) -> ManagedOSVersion {
@@ -544,7 +547,7 @@ mod change_detection {
         let p = plan(
             &ch,
             Some((&cfg, &[item("b", "new"), item("c", "x")])),
-            &[gone, changed],
+            &arcs(&[gone, changed]),
             true,
         )
         .unwrap();
