@@ -1,0 +1,372 @@
+//! The properties the fuzz targets check, one function per target. Shared, through
+//! `#[path]`, by the cargo-fuzz targets (`fuzz/fuzz_targets/*.rs`) and by the bounded run
+//! in `tests/fuzz_props.rs`, so both check exactly the same things.
+//!
+//! Each function takes arbitrary bytes and panics (a failed `assert!`) when a property
+//! does not hold; the code under test must never panic by itself.
+
+#![allow(dead_code)] // each fuzz target uses one of these
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use rancheros_operator::api::ManagedOSVersionChannelSpec;
+use rancheros_operator::channel::{self, ChannelVersion, MAX_DIAGNOSTICS, Severity};
+use rancheros_operator::config::{self, Source};
+use rancheros_operator::display::{self, Output};
+use rancheros_operator::duration;
+use rancheros_operator::validate;
+use serde_json::{Map, Value, json};
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Characters as the diagnostics count them: bytes that do not continue a UTF-8 sequence.
+fn count_chars(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|b| (**b as i8) >= -0x40).count()
+}
+
+/// What a sync keeps of versions listed more than once: the last entry, at the first place.
+fn last_entry_wins(versions: &[ChannelVersion]) -> (Vec<ChannelVersion>, Vec<String>) {
+    let mut out: Vec<ChannelVersion> = Vec::new();
+    let mut duplicates = Vec::new();
+    for v in versions {
+        match out.iter_mut().find(|o| o.name == v.name) {
+            Some(slot) => {
+                if !duplicates.contains(&v.name) {
+                    duplicates.push(v.name.clone());
+                }
+                *slot = v.clone();
+            }
+            None => out.push(v.clone()),
+        }
+    }
+    (out, duplicates)
+}
+
+/// Channel data: `check` (what `validate` reports), `parse` (what a sync applies) and the
+/// text and json renderings of `validate` agree on the same bytes.
+pub fn channel_parse(data: &[u8]) {
+    let report = channel::check(data);
+    let shown = || String::from_utf8_lossy(data).into_owned();
+
+    // Every diagnostic points into the data (positions after a BOM, as editors count).
+    let body = data.strip_prefix(BOM).unwrap_or(data);
+    let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').collect();
+    for d in &report.diagnostics {
+        assert!(d.line >= 1 && d.column >= 1, "{d} in {:?}", shown());
+        let line = lines.get(d.line - 1);
+        assert!(line.is_some(), "{d}: no such line in {:?}", shown());
+        let width = line.map_or(0, |l| count_chars(l));
+        assert!(
+            d.column <= width + 1,
+            "{d}: past the line end in {:?}",
+            shown()
+        );
+        assert!(!d.message.is_empty() && !d.message.contains('\n'), "{d:?}");
+    }
+
+    // parse fails exactly when check finds an error other than a duplicate name (past the
+    // diagnostics' cap the last note counts errors of either kind, so it says nothing).
+    let parsed = channel::parse(data);
+    let errors: Vec<_> = report.errors().collect();
+    let sync_errors = errors
+        .iter()
+        .filter(|d| !d.message.starts_with("duplicate name "))
+        .count();
+    if report.diagnostics.len() < MAX_DIAGNOSTICS {
+        assert_eq!(
+            parsed.is_ok(),
+            sync_errors == 0,
+            "parse {:?} but check {:?} for {:?}",
+            parsed.as_ref().err(),
+            errors,
+            shown()
+        );
+    }
+    match &parsed {
+        Ok(p) => {
+            // The versions of a sync: check's, one per name, the last entry winning.
+            let (versions, duplicates) = last_entry_wins(&report.versions);
+            assert_eq!(p.versions, versions, "for {:?}", shown());
+            assert_eq!(p.duplicates, duplicates, "for {:?}", shown());
+            let names: HashSet<&str> = p.versions.iter().map(|v| v.name.as_str()).collect();
+            assert_eq!(names.len(), p.versions.len());
+            for v in &p.versions {
+                assert!(
+                    channel::dns1123_subdomain_problem(&v.name).is_none(),
+                    "{v:?}"
+                );
+                assert!(
+                    v.spec.type_ == "container" || v.spec.type_ == "iso",
+                    "{v:?}"
+                );
+            }
+        }
+        Err(e) => {
+            // The reason given is one of the errors validate reports.
+            assert!(e.total >= 1);
+            assert!(e.total >= sync_errors, "{e} vs {sync_errors} errors");
+            assert_eq!(e.first.severity, Severity::Error);
+            assert!(
+                report.diagnostics.contains(&e.first),
+                "{e} is not among {:?}",
+                report.diagnostics
+            );
+            assert!(e.to_string().starts_with("invalid channel data: "));
+        }
+    }
+
+    // validate: the same diagnostics, sorted errors first, rendered as text and json.
+    let r = validate::report("fuzz.json", data.to_vec());
+    assert_eq!(r.errors, errors.len());
+    assert_eq!(r.warnings, report.diagnostics.len() - errors.len());
+    assert_eq!(r.valid, report.is_valid());
+    assert_eq!(r.versions, if r.valid { report.versions.len() } else { 0 });
+    let mut sorted = report.diagnostics.clone();
+    sorted.sort_by_key(|d| (d.severity, d.line, d.column));
+    assert_eq!(r.diagnostics, sorted);
+
+    let mut text = Vec::new();
+    let valid = validate::write(&mut text, std::slice::from_ref(&r), validate::Format::Text);
+    assert_eq!(valid.ok(), Some(r.valid));
+    let text = String::from_utf8(text).map_err(|e| e.to_string());
+    assert!(text.is_ok(), "text output is not UTF-8: {text:?}");
+    let text = text.unwrap_or_default();
+    let locations: Vec<&str> = text.lines().filter(|l| l.starts_with("  --> ")).collect();
+    let expected: Vec<String> = r
+        .diagnostics
+        .iter()
+        .map(|d| format!("  --> fuzz.json:{}:{}", d.line, d.column))
+        .collect();
+    assert_eq!(locations, expected, "{text}");
+    let summary = text.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with(if r.valid {
+            "fuzz.json: valid, "
+        } else {
+            "fuzz.json: invalid"
+        }),
+        "{text}"
+    );
+
+    let mut json = Vec::new();
+    let valid = validate::write(&mut json, std::slice::from_ref(&r), validate::Format::Json);
+    assert_eq!(valid.ok(), Some(r.valid));
+    let doc: Result<Value, _> = serde_json::from_slice(&json);
+    assert!(doc.is_ok(), "json output is not JSON: {doc:?}");
+    let doc = doc.unwrap_or_default();
+    assert_eq!(doc["valid"], r.valid);
+    let file = &doc["files"][0];
+    assert_eq!(file["errors"], r.errors);
+    assert_eq!(file["warnings"], r.warnings);
+    assert_eq!(
+        file["diagnostics"].as_array().map(Vec::len),
+        Some(r.diagnostics.len())
+    );
+}
+
+/// The spec fields that take free text, with the spec that carries each.
+const TEXT_FIELDS: [&str; 5] = [
+    "syncInterval",
+    "options.uri",
+    "options.mountPath",
+    "options.outputFile",
+    "options.timeout",
+];
+
+fn spec_with(field: &str, text: &str) -> Value {
+    match field {
+        "syncInterval" => {
+            json!({"type": "json", "syncInterval": text, "options": {"uri": "http://x"}})
+        }
+        "options.uri" => json!({"type": "json", "options": {"uri": text}}),
+        "options.timeout" => {
+            json!({"type": "json", "options": {"uri": "http://x", "timeout": text}})
+        }
+        "options.mountPath" => {
+            json!({"type": "custom", "options": {"image": "i", "mountPath": text}})
+        }
+        _ => json!({"type": "custom", "options": {"image": "i", "outputFile": text}}),
+    }
+}
+
+/// Resolves a spec and checks what a channel's configuration promises.
+fn resolve_and_check(spec: &ManagedOSVersionChannelSpec) {
+    let _ = config::enabled(spec);
+    let resolved = config::resolve(spec);
+    let c = match resolved {
+        Err(e) => {
+            // Every refusal names the field it is about.
+            assert!(e.starts_with("spec."), "{e:?} for {spec:?}");
+            return;
+        }
+        Ok(c) => c,
+    };
+    assert!(c.sync_interval >= Duration::from_secs(1), "{c:?}");
+    match &c.source {
+        Source::Json(o) => {
+            let head = o.uri.as_bytes();
+            let scheme = |s: &str| {
+                head.len() > s.len()
+                    && head
+                        .get(..s.len())
+                        .is_some_and(|h| h.eq_ignore_ascii_case(s.as_bytes()))
+            };
+            assert!(scheme("http://") || scheme("https://"), "{c:?}");
+            assert_eq!(o.uri.trim(), o.uri, "{c:?}");
+            assert!(o.timeout >= Duration::from_secs(1), "{c:?}");
+        }
+        Source::Custom(o) => {
+            assert!(!o.image.is_empty() && o.image.trim() == o.image, "{c:?}");
+            assert!(
+                o.mount_path.starts_with('/') && o.mount_path != "/",
+                "{c:?}"
+            );
+            assert!(
+                o.output_file.starts_with(&format!("{}/", o.mount_path)),
+                "{c:?}"
+            );
+            assert!(
+                o.timeout.is_none_or(|t| t >= Duration::from_secs(1)),
+                "{c:?}"
+            );
+        }
+    }
+}
+
+/// A channel's spec: the bytes as a JSON spec, and each line of them (as text) in each
+/// free-text field of a spec that is otherwise valid, so no other field hides a problem.
+pub fn channel_config(data: &[u8]) {
+    if let Ok(spec) = serde_json::from_slice::<ManagedOSVersionChannelSpec>(data) {
+        resolve_and_check(&spec);
+    }
+    let text = String::from_utf8_lossy(data);
+    for piece in text.split('\n').take(8) {
+        for field in TEXT_FIELDS {
+            let value = spec_with(field, piece);
+            let spec = serde_json::from_value::<ManagedOSVersionChannelSpec>(value);
+            assert!(spec.is_ok(), "{spec:?}");
+            if let Ok(spec) = spec {
+                resolve_and_check(&spec);
+            }
+        }
+    }
+    // And the whole text in a spec with every field at once, options of both types mixed.
+    let mut options = Map::new();
+    for (key, value) in [("uri", &text), ("mountPath", &text), ("timeout", &text)] {
+        options.insert(key.into(), Value::String(value.to_string()));
+    }
+    for type_ in ["json", "custom", text.as_ref()] {
+        let spec = ManagedOSVersionChannelSpec {
+            type_: type_.to_string(),
+            sync_interval: Some(text.to_string()),
+            options: Some(options.clone()),
+            registry: Some(text.to_string()),
+            ..Default::default()
+        };
+        resolve_and_check(&spec);
+    }
+}
+
+fn framed(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let written = display::write_framed(&mut out, data);
+    assert!(written.is_ok(), "{written:?}");
+    out
+}
+
+/// The display framing: any log decodes without a panic and a `Complete` result is what
+/// the header announced; framed data decodes to itself, every cut of it is incomplete.
+pub fn display_decode(data: &[u8]) {
+    // The first 8 bytes choose the cap (small caps often, to reach TooLarge), the rest is
+    // the log.
+    let (cap, log) = match data.split_first_chunk::<8>() {
+        Some((cap, log)) => {
+            let cap = u64::from_le_bytes(*cap);
+            (
+                if cap & 1 == 0 {
+                    cap >> 1
+                } else {
+                    (cap >> 1) % 4096
+                },
+                log,
+            )
+        }
+        None => (u64::MAX, data),
+    };
+    match display::decode(log, cap) {
+        Output::Complete(d) => {
+            // The header line announces the length (`display` writes it plainly; a
+            // reader also takes "007" or "+7", which is harmless).
+            assert!(d.len() as u64 <= cap);
+            let begin = b"#rancheros-operator:begin bytes=";
+            let newline = log.iter().position(|b| *b == b'\n').unwrap_or(log.len());
+            let header = log.get(..newline).unwrap_or_default();
+            let number = header.strip_prefix(begin).unwrap_or_default();
+            let announced = std::str::from_utf8(number)
+                .ok()
+                .and_then(|n| n.parse().ok());
+            assert_eq!(announced, Some(d.len() as u64), "{log:?}");
+            let rest = log.get(newline + 1..).unwrap_or_default();
+            assert!(rest.starts_with(d));
+            let end = rest.get(d.len()..).unwrap_or_default();
+            assert!(end.starts_with(b"\n#rancheros-operator:end\n"), "{log:?}");
+        }
+        Output::TooLarge { bytes } => assert!(bytes > cap, "{bytes} <= {cap}"),
+        Output::Incomplete => {}
+        Output::Corrupt(why) => assert!(!why.is_empty()),
+    }
+
+    // Round trip of the same bytes as data.
+    let frame = framed(log);
+    let len = log.len() as u64;
+    assert_eq!(display::decode(&frame, u64::MAX), Output::Complete(log));
+    assert_eq!(display::decode(&frame, len), Output::Complete(log));
+    if len > 0 {
+        assert_eq!(
+            display::decode(&frame, len - 1),
+            Output::TooLarge { bytes: len }
+        );
+    }
+    // What follows the end marker in the log does not matter.
+    let mut longer = frame.clone();
+    longer.extend_from_slice(data);
+    assert_eq!(display::decode(&longer, len), Output::Complete(log));
+    // A log cut anywhere is incomplete, never corrupt nor complete (a few cuts per input).
+    let cuts = [
+        0,
+        1,
+        frame.len() / 2,
+        frame.len().saturating_sub(1),
+        cap as usize % frame.len().max(1),
+    ];
+    for cut in cuts {
+        let part = frame.get(..cut.min(frame.len() - 1)).unwrap_or_default();
+        assert_eq!(
+            display::decode(part, u64::MAX),
+            Output::Incomplete,
+            "cut at {cut} of {frame:?}"
+        );
+    }
+}
+
+/// Durations: any text parses or is refused with a message, without a panic; what parses
+/// formats to text that parses back to the same duration (to the millisecond, all that
+/// `format` shows).
+pub fn duration_parse(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match duration::parse(&text) {
+        Err(e) => assert!(!e.is_empty()),
+        Ok(d) => {
+            let shown = duration::format(d);
+            let again = duration::parse(&shown);
+            let millis = Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000);
+            assert_eq!(
+                again,
+                Ok(millis),
+                "{text:?} parses to {d:?}, formatted {shown:?}"
+            );
+            assert_eq!(duration::format(millis), shown);
+        }
+    }
+}
