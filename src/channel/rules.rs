@@ -1,0 +1,379 @@
+//! The rules for one item: what its metadata (name, labels, annotations) and its spec
+//! must be, and what becomes of it (a [`ChannelVersion`], or diagnostics).
+
+// Channel data is untrusted input: no indexing that could panic (checked access only).
+#![cfg_attr(not(test), deny(clippy::indexing_slicing))]
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value};
+
+use super::checker::Checker;
+use super::names::{dns1123_subdomain_problem, label_value_problem, qualified_name_problem};
+use super::{ChannelVersion, MAX_ANNOTATIONS_BYTES, MAX_ITEM_BYTES, Segment, key};
+use crate::api::{CHANNEL_LABEL, ManagedOSVersionSpec, NO_LONGER_IN_SYNC_ANNOTATION};
+
+/// Metadata keys a channel item may carry that are copied to the version.
+const KEPT_METADATA: [&str; 3] = ["name", "labels", "annotations"];
+/// Item keys accepted without a warning: they are natural in a copied Kubernetes object.
+const QUIET_ITEM_KEYS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
+const SPEC_KEYS: [&str; 5] = [
+    "version",
+    "type",
+    "minVersion",
+    "metadata",
+    "upgradeContainer",
+];
+/// Values longer than this many characters are shortened when quoted in a message.
+const QUOTE_CHARS: usize = 60;
+
+impl Checker {
+    pub(super) fn item(
+        &mut self,
+        i: usize,
+        item: Value,
+        first_use: &mut HashMap<String, usize>,
+    ) -> Option<ChannelVersion> {
+        let at = |rest: &[&str]| {
+            let mut p = vec![Segment::Index(i)];
+            p.extend(rest.iter().map(|k| key(k)));
+            p
+        };
+        let Value::Object(mut obj) = item else {
+            self.error(
+                at(&[]),
+                format!(
+                    "each version must be a JSON object, found {}",
+                    kind_of(&item)
+                ),
+            );
+            return None;
+        };
+        // A duplicate name alone does not keep the item from a sync (the last entry wins).
+        let errors_before = self.errors - self.duplicate_errors;
+        for k in obj.keys() {
+            if !QUIET_ITEM_KEYS.contains(&k.as_str()) {
+                self.warn(at(&[k]), "unknown key, ignored".into());
+            }
+        }
+
+        // metadata: name, labels, annotations
+        let mut name = None;
+        let mut labels = BTreeMap::new();
+        let mut annotations = BTreeMap::new();
+        match obj.remove("metadata") {
+            None => self.error(at(&["metadata"]), "required object is missing".into()),
+            Some(Value::Object(mut meta)) => {
+                for k in meta.keys() {
+                    if !KEPT_METADATA.contains(&k.as_str()) {
+                        self.warn(
+                            at(&["metadata", k]),
+                            "ignored: only name, labels and annotations are taken from a version's metadata".into(),
+                        );
+                    }
+                }
+                match meta.remove("name") {
+                    None => {
+                        self.error(at(&["metadata", "name"]), "required name is missing".into())
+                    }
+                    Some(Value::String(n)) => match dns1123_subdomain_problem(&n) {
+                        Some(why) => self.error(
+                            at(&["metadata", "name"]),
+                            format!("{} is not a valid name: {why}", quote(&n)),
+                        ),
+                        None => {
+                            if let Some(first) = first_use.get(&n) {
+                                self.duplicate_name(
+                                    at(&["metadata", "name"]),
+                                    &n,
+                                    format!("duplicate name {n:?}, already used by [{first}]"),
+                                );
+                                name = Some(n);
+                            } else {
+                                first_use.insert(n.clone(), i);
+                                name = Some(n);
+                            }
+                        }
+                    },
+                    Some(other) => self.error(
+                        at(&["metadata", "name"]),
+                        format!("must be a string, found {}", kind_of(&other)),
+                    ),
+                }
+                for (field, is_label) in [("labels", true), ("annotations", false)] {
+                    if let Some(v) = meta.remove(field) {
+                        let target = if is_label {
+                            &mut labels
+                        } else {
+                            &mut annotations
+                        };
+                        self.string_map(at(&["metadata", field]), v, is_label, target);
+                    }
+                }
+                let annotation_bytes: usize =
+                    annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+                if annotation_bytes > MAX_ANNOTATIONS_BYTES {
+                    self.error(
+                        at(&["metadata", "annotations"]),
+                        format!(
+                            "annotations hold {annotation_bytes} bytes, more than the {MAX_ANNOTATIONS_BYTES} bytes Kubernetes allows"
+                        ),
+                    );
+                }
+            }
+            Some(other) => self.error(
+                at(&["metadata"]),
+                format!("must be an object, found {}", kind_of(&other)),
+            ),
+        }
+
+        // spec
+        let spec = match obj.remove("spec") {
+            None => {
+                self.error(at(&["spec"]), "required object is missing".into());
+                None
+            }
+            Some(Value::Object(spec)) => self.spec(&at(&["spec"]), spec),
+            Some(other) => {
+                self.error(
+                    at(&["spec"]),
+                    format!("must be an object, found {}", kind_of(&other)),
+                );
+                None
+            }
+        };
+
+        if self.errors - self.duplicate_errors > errors_before {
+            return None;
+        }
+        let version = ChannelVersion {
+            name: name?,
+            labels,
+            annotations,
+            spec: spec?,
+        };
+        let size = approx_size(&version);
+        if size > MAX_ITEM_BYTES {
+            self.error(
+                at(&[]),
+                format!(
+                    "version is about {size} bytes, more than the {MAX_ITEM_BYTES} bytes a Kubernetes object can hold"
+                ),
+            );
+            return None;
+        }
+        Some(version)
+    }
+
+    fn string_map(
+        &mut self,
+        path: Vec<Segment>,
+        value: Value,
+        is_label: bool,
+        into: &mut BTreeMap<String, String>,
+    ) {
+        let map = match value {
+            Value::Object(map) => map,
+            Value::Null => return,
+            other => {
+                self.error(
+                    path,
+                    format!("must be an object of strings, found {}", kind_of(&other)),
+                );
+                return;
+            }
+        };
+        for (k, v) in map {
+            let at = || {
+                let mut p = path.clone();
+                p.push(key(&k));
+                p
+            };
+            let Value::String(s) = v else {
+                self.error(at(), format!("must be a string, found {}", kind_of(&v)));
+                continue;
+            };
+            if let Some(why) = qualified_name_problem(&k) {
+                self.error(at(), format!("{} is not a valid key: {why}", quote(&k)));
+                continue;
+            }
+            if is_label && let Some(why) = label_value_problem(&s) {
+                self.error(
+                    at(),
+                    format!("{} is not a valid label value: {why}", quote(&s)),
+                );
+                continue;
+            }
+            if is_label && k == CHANNEL_LABEL {
+                self.warn(
+                    at(),
+                    "ignored: the operator sets this label to the channel's name".into(),
+                );
+            }
+            if !is_label && k == NO_LONGER_IN_SYNC_ANNOTATION {
+                self.warn(
+                    at(),
+                    "ignored: the operator manages this annotation itself".into(),
+                );
+            }
+            into.insert(k, s);
+        }
+    }
+
+    fn spec(
+        &mut self,
+        path: &[Segment],
+        mut spec: Map<String, Value>,
+    ) -> Option<ManagedOSVersionSpec> {
+        let at = |k: &str| {
+            let mut p = path.to_vec();
+            p.push(key(k));
+            p
+        };
+        for k in spec.keys() {
+            if !SPEC_KEYS.contains(&k.as_str()) {
+                self.warn(at(k), "unknown key, ignored".into());
+            }
+        }
+        let before = self.errors;
+        let optional_string =
+            |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(other) => {
+                    this.error(
+                        at(k),
+                        format!("must be a string, found {}", kind_of(&other)),
+                    );
+                    None
+                }
+            };
+        let version = optional_string(self, "version", &mut spec);
+        let min_version = optional_string(self, "minVersion", &mut spec);
+        let type_ = match spec.remove("type") {
+            Some(Value::String(t)) if t == "container" || t == "iso" => t,
+            None => {
+                self.error(at("type"), "required: \"container\" or \"iso\"".into());
+                String::new()
+            }
+            Some(other) => {
+                self.error(
+                    at("type"),
+                    format!("must be \"container\" or \"iso\", found {}", show(&other)),
+                );
+                String::new()
+            }
+        };
+        let object = |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k)
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(other) => {
+                this.error(
+                    at(k),
+                    format!("must be an object, found {}", kind_of(&other)),
+                );
+                None
+            }
+        };
+        let errors_before_metadata = self.errors;
+        let metadata = object(self, "metadata", &mut spec);
+        // A metadata of the wrong type was reported already: no need to say what it lacks.
+        let metadata_reported = self.errors > errors_before_metadata;
+        let upgrade_container = object(self, "upgradeContainer", &mut spec);
+        let required = match type_.as_str() {
+            "container" => Some("upgradeImage"),
+            "iso" => Some("uri"),
+            _ => None,
+        };
+        if let Some(field) = required.filter(|_| !metadata_reported) {
+            let mut p = at("metadata");
+            p.push(key(field));
+            match metadata.as_ref().and_then(|m| m.get(field)) {
+                Some(Value::String(s)) if !s.trim().is_empty() => {}
+                Some(Value::String(_)) => self.error(
+                    p,
+                    format!("must not be empty for {} version", article(&type_)),
+                ),
+                Some(other) => self.error(p, format!("must be a string, found {}", kind_of(other))),
+                None if metadata.is_none() => self.error(
+                    at("metadata"),
+                    format!(
+                        "required: {} version needs metadata.{field}",
+                        article(&type_)
+                    ),
+                ),
+                None => self.error(p, format!("required for {} version", article(&type_))),
+            }
+        }
+        (self.errors == before).then_some(ManagedOSVersionSpec {
+            version,
+            type_,
+            min_version,
+            metadata,
+            upgrade_container,
+        })
+    }
+}
+
+/// "a container" / "an iso".
+fn article(type_: &str) -> String {
+    if type_.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        format!("an {type_}")
+    } else {
+        format!("a {type_}")
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for a message: scalars as JSON (long strings shortened), containers by kind.
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => quote(s),
+        Value::Array(_) | Value::Object(_) => kind_of(v).into(),
+        scalar => scalar.to_string(),
+    }
+}
+
+/// A string quoted for a message; one too long to read is shortened and its length given.
+fn quote(s: &str) -> String {
+    let count = s.chars().count();
+    if count <= QUOTE_CHARS {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(QUOTE_CHARS - 20).collect();
+    format!("{head:?}... ({count} characters)")
+}
+
+fn approx_size(v: &ChannelVersion) -> usize {
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => a.iter().map(value).sum::<usize>() + a.len() + 2,
+            Value::Object(m) => object(m),
+            _ => 8,
+        }
+    }
+    fn object(m: &Map<String, Value>) -> usize {
+        m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2
+    }
+    let maps =
+        |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
+    v.name.len()
+        + maps(&v.labels)
+        + maps(&v.annotations)
+        + v.spec.metadata.as_ref().map_or(0, object)
+        + v.spec.upgrade_container.as_ref().map_or(0, object)
+        + v.spec.version.as_ref().map_or(0, String::len)
+        + v.spec.min_version.as_ref().map_or(0, String::len)
+}
