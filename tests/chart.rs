@@ -357,6 +357,7 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
     assert_eq!(env_value(&c, "SYNC_NAMESPACES"), None, "all namespaces");
     assert_eq!(env_value(&c, "LOG_FORMAT"), Some(json!("text")));
     assert_eq!(env_value(&c, "SYNC_TIMEOUT"), Some(json!("5m")));
+    assert_eq!(env_value(&c, "MAX_CONCURRENT_SYNCS"), Some(json!("10")));
     assert_eq!(env_value(&c, "LEADER_ELECTION"), Some(json!("true")));
     assert_eq!(
         env_value(&c, "LEADER_ELECTION_NAMESPACE"),
