@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
@@ -62,21 +62,11 @@ async fn hostile_uris_leave_the_operator_running_and_other_channels_syncing() {
 #[tokio::test]
 async fn a_quota_that_refuses_the_third_of_five_new_versions_leaves_all_five_absent() {
     let mut t = TestNs::new("quota-undo").await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(t.client.clone(), &t.ns);
-    let quota: ResourceQuota = serde_json::from_value(json!({
-        "metadata": {"name": "versions"},
-        "spec": {"hard": {"count/managedosversions.rancheros.cattle.io": "2"}}
-    }))
-    .unwrap();
-    quotas.create(&PostParams::default(), &quota).await.unwrap();
-    // Admission refuses everything until the quota controller has counted the usage.
-    t.eventually("the quota to be counted", SYNC, || async {
-        let q = quotas.get("versions").await.unwrap();
-        q.status
-            .and_then(|s| s.used)
-            .is_some_and(|u| !u.is_empty())
-            .then_some(())
-    })
+    create_quota(
+        &t,
+        "versions",
+        json!({"count/managedosversions.rancheros.cattle.io": "2"}),
+    )
     .await;
     t.start_operator(&[]);
     let five = channel_data(&[
@@ -252,8 +242,9 @@ impl Policy {
         )
     }
 
-    /// A ValidatingAdmissionPolicy that refuses versions for which `rule` is false.
-    async fn validating(t: &TestNs, rule: &str) -> Self {
+    /// A ValidatingAdmissionPolicy, bound to the test's namespace, that refuses the
+    /// requests `rule` (a `resourceRules` entry) matches when `expression` is false.
+    async fn deny(t: &TestNs, name: String, rule: Value, expression: &str) -> Self {
         let policies = Self::api(
             t,
             "v1",
@@ -266,15 +257,13 @@ impl Policy {
             "ValidatingAdmissionPolicyBinding",
             "validatingadmissionpolicybindings",
         );
-        let name = format!("refuse-{}", t.ns);
         let policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": name},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{"apiGroups": ["rancheros.cattle.io"], "apiVersions": ["*"],
-                    "operations": ["CREATE", "UPDATE"], "resources": ["managedosversions"]}]},
-                "validations": [{"expression": rule, "message": "refused by the test's admission policy"}]
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": "refused by the test's admission policy"}]
             }
         });
         let binding = json!({
@@ -285,7 +274,19 @@ impl Policy {
                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}}}
             }
         });
-        let p = Self::create(policies, bindings, name, policy, binding).await;
+        Self::create(policies, bindings, name, policy, binding).await
+    }
+
+    /// A ValidatingAdmissionPolicy that refuses versions for which `rule` is false.
+    async fn validating(t: &TestNs, rule: &str) -> Self {
+        let p = Self::deny(
+            t,
+            format!("refuse-{}", t.ns),
+            json!({"apiGroups": ["rancheros.cattle.io"], "apiVersions": ["*"],
+                   "operations": ["CREATE", "UPDATE"], "resources": ["managedosversions"]}),
+            rule,
+        )
+        .await;
         // Policies take effect a moment after they are created: wait until a dry-run
         // create of a refused version is refused.
         let probe = json!({
@@ -312,38 +313,14 @@ impl Policy {
     /// A ValidatingAdmissionPolicy that refuses every update of one Lease in the test's
     /// namespace: its holder can no longer renew it.
     async fn refusing_lease_renewals(t: &TestNs, lease: &str) -> Self {
-        let policies = Self::api(
+        Self::deny(
             t,
-            "v1",
-            "ValidatingAdmissionPolicy",
-            "validatingadmissionpolicies",
-        );
-        let bindings = Self::api(
-            t,
-            "v1",
-            "ValidatingAdmissionPolicyBinding",
-            "validatingadmissionpolicybindings",
-        );
-        let name = format!("no-renewal-{}", t.ns);
-        let policy = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": name},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {"resourceRules": [{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["*"],
-                    "operations": ["UPDATE"], "resources": ["leases"], "resourceNames": [lease]}]},
-                "validations": [{"expression": "false", "message": "renewals refused by the test"}]
-            }
-        });
-        let binding = json!({
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": name},
-            "spec": {
-                "policyName": name, "validationActions": ["Deny"],
-                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}}}
-            }
-        });
-        Self::create(policies, bindings, name, policy, binding).await
+            format!("no-renewal-{}", t.ns),
+            json!({"apiGroups": ["coordination.k8s.io"], "apiVersions": ["*"],
+                   "operations": ["UPDATE"], "resources": ["leases"], "resourceNames": [lease]}),
+            "false",
+        )
+        .await
     }
 
     async fn create(

@@ -6,9 +6,9 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(90);
@@ -62,21 +62,11 @@ async fn in_a_restricted_namespace_a_non_root_runner_syncs_and_a_root_one_is_ref
 #[tokio::test]
 async fn in_a_namespace_whose_quota_requires_limits_a_runner_with_resources_syncs() {
     let mut t = TestNs::new("quota-limits").await;
-    let quotas: Api<ResourceQuota> = Api::namespaced(t.client.clone(), &t.ns);
-    let quota: ResourceQuota = serde_json::from_value(json!({
-        "metadata": {"name": "compute"},
-        "spec": {"hard": {"requests.cpu": "2", "requests.memory": "2Gi",
-                          "limits.cpu": "4", "limits.memory": "4Gi"}}
-    }))
-    .unwrap();
-    quotas.create(&PostParams::default(), &quota).await.unwrap();
-    t.eventually("the quota to be counted", SYNC, || async {
-        let q = quotas.get("compute").await.unwrap();
-        q.status
-            .and_then(|s| s.used)
-            .is_some_and(|u| !u.is_empty())
-            .then_some(())
-    })
+    create_quota(
+        &t,
+        "compute",
+        json!({"requests.cpu": "2", "requests.memory": "2Gi", "limits.cpu": "4", "limits.memory": "4Gi"}),
+    )
     .await;
     t.start_operator(&[]);
     let data = channel_data(&[("a", "v1")]);

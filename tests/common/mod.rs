@@ -515,6 +515,29 @@ pub async fn version_writes(client: &Client) -> std::collections::BTreeMap<Strin
     writes
 }
 
+/// Creates a ResourceQuota in the test's namespace and waits until the quota controller has
+/// counted its usage (admission refuses everything it covers until then).
+pub async fn create_quota(t: &TestNs, name: &str, hard: Value) {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let quotas: Api<ResourceQuota> = Api::namespaced(t.client.clone(), &t.ns);
+    let quota: ResourceQuota =
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"hard": hard}}))
+            .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    t.eventually(
+        "the quota to be counted",
+        Duration::from_secs(90),
+        || async {
+            let q = quotas.get(name).await.unwrap();
+            q.status
+                .and_then(|s| s.used)
+                .is_some_and(|u| !u.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// Events the operator published on a channel: `(type, reason, note)`.
 pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
     use k8s_openapi::api::events::v1::Event;
