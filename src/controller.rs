@@ -794,23 +794,12 @@ async fn write_versions(
     if writes.is_empty() {
         return Ok(());
     }
-    let dry_runs: Vec<_> = writes
-        .iter()
-        .map(|action| write_tagged(action, existing, versions, true))
-        .collect();
-    let checked: Vec<(&Action, Result<Done, kube::Error>)> = futures::stream::iter(dry_runs)
-        .buffer_unordered(PARALLEL_WRITES)
-        .collect()
-        .await;
     // The first refusal in the sync's order, so the message does not depend on timing.
-    let refused = writes.iter().find_map(|action| {
-        checked.iter().find_map(|(a, r)| match r {
-            Err(e) if std::ptr::eq(*a, *action) => Some((*action, e)),
-            _ => None,
-        })
-    });
+    let refused = write_batch(writes.clone(), existing, versions, true)
+        .await
+        .into_iter()
+        .find_map(|(action, result)| result.err().map(|e| (action, e)));
     if let Some((action, source)) = refused {
-        let source = clone_error(source);
         return Err(Error::DryRun {
             what: action.describe(),
             source,
@@ -821,14 +810,7 @@ async fn write_versions(
         .partition(|a| matches!(a, Action::DeleteVersion { .. }));
     let mut done: Vec<Done> = Vec::with_capacity(writes.len());
     for batch in [others, deletes] {
-        let writes: Vec<_> = batch
-            .into_iter()
-            .map(|action| write_tagged(action, existing, versions, false))
-            .collect();
-        let results: Vec<(&Action, Result<Done, kube::Error>)> = futures::stream::iter(writes)
-            .buffer_unordered(PARALLEL_WRITES)
-            .collect()
-            .await;
+        let results = write_batch(batch, existing, versions, false).await;
         let mut failed = None;
         for (action, result) in results {
             match result {
@@ -858,15 +840,24 @@ async fn write_versions(
     Ok(())
 }
 
-/// An API error again, for a message (kube's errors are not `Clone`).
-fn clone_error(e: &kube::Error) -> kube::Error {
-    match e {
-        kube::Error::Api(s) => kube::Error::Api(s.clone()),
-        other => kube::Error::Service(other.to_string().into()),
-    }
+/// Sends the writes [`PARALLEL_WRITES`] at a time; the results come in the writes' order.
+async fn write_batch<'a>(
+    batch: Vec<&'a Action>,
+    existing: &[Arc<ManagedOSVersion>],
+    versions: &Api<ManagedOSVersion>,
+    dry_run: bool,
+) -> Vec<(&'a Action, Result<Done, kube::Error>)> {
+    let writes: Vec<_> = batch
+        .into_iter()
+        .map(|action| write_tagged(action, existing, versions, dry_run))
+        .collect();
+    futures::stream::iter(writes)
+        .buffered(PARALLEL_WRITES)
+        .collect()
+        .await
 }
 
-/// A write and its action, for writes that complete out of order.
+/// A write and its action.
 async fn write_tagged<'a>(
     action: &'a Action,
     existing: &[Arc<ManagedOSVersion>],
