@@ -106,8 +106,11 @@ fn not_display(log: &[u8]) -> String {
 
 /// The `display --file PATH` subcommand: print the file, then stay up until SIGTERM/SIGINT.
 pub async fn run(path: &Path) -> Result<(), DisplayError> {
+    // Caught before printing: the operator deletes the pod as soon as it read the end marker.
+    let stop = crate::stop::StopSignals::install().map_err(DisplayError::Signal)?;
     print_file(path, &mut std::io::stdout().lock())?;
-    wait_for_stop().await.map_err(DisplayError::Signal)
+    stop.recv().await;
+    Ok(())
 }
 
 /// Prints the file framed, streaming it (a few KiB of memory whatever its size).
@@ -140,17 +143,6 @@ pub fn print_file(path: &Path, out: &mut impl Write) -> Result<(), DisplayError>
     }
     out.write_all(END).map_err(DisplayError::Write)?;
     out.flush().map_err(DisplayError::Write)
-}
-
-async fn wait_for_stop() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = int.recv() => {},
-    }
-    Ok(())
 }
 
 #[cfg(test)]

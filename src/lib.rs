@@ -3,7 +3,7 @@
 //! Module map: `api` (the CRD types), `config` (a channel's spec, checked), `channel` (the
 //! channel data rules, shared with `validate`), `syncer` (the pure decision core),
 //! `controller` (the kube-rs controller that performs the decisions), `display` and
-//! `validate` (the other two subcommands), `metrics` and `duration`.
+//! `validate` (the other two subcommands), `metrics`, `duration` and `stop` (signals).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
 // that remain carry an `allow` with the reason the invariant holds.
@@ -27,5 +27,6 @@ pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod stop;
 pub mod syncer;
 pub mod validate;

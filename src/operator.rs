@@ -18,6 +18,7 @@ use crate::controller;
 use crate::duration;
 use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::{self, Metrics};
+use crate::stop::StopSignals;
 use crate::syncer::Settings;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -175,6 +176,8 @@ async fn client(args: &OperatorArgs) -> Result<Client, OperatorError> {
 
 /// Runs the operator until a stop signal.
 pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
+    // First, so that a stop signal during start-up is kept, not lost (see `stop`).
+    let signals = StopSignals::install().map_err(OperatorError::Signal)?;
     // One TLS provider for the kube client and the json-channel HTTP client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     args.namespaces = watched_namespaces(&args.namespaces);
@@ -192,10 +195,9 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let signals = tokio::spawn(async move {
-        let result = wait_for_signal().await;
+    tokio::spawn(async move {
+        info!("{}: stopping", signals.recv().await);
         let _ = stop_tx.send(true);
-        result
     });
     let metrics = Arc::new(Metrics::default());
     let server = {
@@ -248,11 +250,6 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         }
     } else {
         server.abort();
-    }
-    if signals.is_finished()
-        && let Ok(r) = signals.await
-    {
-        r.map_err(OperatorError::Signal)?;
     }
     result
 }
@@ -343,17 +340,6 @@ async fn run_as_leader(
     // Stopped by a signal, the controllers done: the elector releases the Lease.
     let _ = release_tx.send(true);
     let _ = election.await;
-    Ok(())
-}
-
-async fn wait_for_signal() -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM: stopping"),
-        _ = int.recv() => info!("SIGINT: stopping"),
-    }
     Ok(())
 }
 
