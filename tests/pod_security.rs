@@ -1,14 +1,15 @@
 //! The syncer pod on a cluster that enforces things: Pod Security `restricted`, a quota that
-//! requires limits, scheduling options, and a runner file `display` cannot read.
+//! requires limits, scheduling options, a channel image in a private registry, and a runner
+//! file `display` cannot read.
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(90);
@@ -120,6 +121,59 @@ async fn scheduling_options_land_on_the_pod() {
         message.starts_with("timed out after 10s: the syncer pod did not finish (not scheduled:"),
         "{message}"
     );
+    t.cleanup().await;
+}
+
+fn registry_env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: the local cluster's test registry is needed; run scripts/test, or eval \"$(scripts/cluster env)\"")
+    })
+}
+
+/// The local cluster runs a registry on loopback with basic auth (scripts/cluster) holding
+/// the runner image under two names; the node has pulled neither before.
+#[tokio::test]
+async fn a_private_channel_image_is_pulled_with_its_image_pull_secret_and_not_without() {
+    let registry = registry_env("RANCHEROS_TEST_REGISTRY");
+    let user = registry_env("RANCHEROS_TEST_REGISTRY_USER");
+    let password = registry_env("RANCHEROS_TEST_REGISTRY_PASSWORD");
+    let mut t = TestNs::new("private-image").await;
+    let auths = json!({"auths": {&registry: {"username": user, "password": password}}});
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "regcred"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": auths.to_string()}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    t.start_operator(&[]);
+    let data = channel_data(&[("a", "v1")]);
+    let mut with_secret = custom_spec(&write_script(&data));
+    with_secret["options"]["image"] = json!(format!("{registry}/private/runner:with-secret"));
+    with_secret["options"]["imagePullSecrets"] = json!([{"name": "regcred"}]);
+    let mut without_secret = custom_spec(&write_script(&data));
+    let refused_image = format!("{registry}/private/runner:without-secret");
+    without_secret["options"]["image"] = json!(refused_image);
+    without_secret["options"]["timeout"] = json!("20s");
+    t.create_channel("with-secret", with_secret).await;
+    t.create_channel("without-secret", without_secret).await;
+    let ch = t.wait_ready("with-secret", "Synchronized", SYNC).await;
+    assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
+    // Without credentials the registry answers 401: the sync fails where it was stuck.
+    let ch = t.wait_ready("without-secret", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with("timed out after 20s: the syncer pod did not finish (runner: "),
+        "{message}"
+    );
+    assert!(
+        message.contains("ErrImagePull") || message.contains("ImagePullBackOff"),
+        "{message}"
+    );
+    assert!(message.contains(&refused_image), "{message}");
     t.cleanup().await;
 }
 
