@@ -243,11 +243,7 @@ fn key_of(channel: &ManagedOSVersionChannel) -> String {
 /// Keeps a cached version lean: of `managedFields` only the operator's own apply entry,
 /// which change detection reads.
 fn lean_version(v: &mut ManagedOSVersion) {
-    if let Some(fields) = v.metadata.managed_fields.as_mut() {
-        fields.retain(|m| {
-            m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
-        });
-    }
+    crate::syncer::versions::compact_owned_fields(v);
 }
 
 fn lean_pod(p: &mut Pod) {
