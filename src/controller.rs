@@ -790,8 +790,13 @@ async fn write_versions(
     if writes.is_empty() {
         return Ok(());
     }
+    // What each version was before the sync, for its undo (the namespace may hold many).
+    let before: Before = existing
+        .iter()
+        .filter_map(|v| Some((v.metadata.name.as_deref()?, v.as_ref())))
+        .collect();
     // The first refusal in the sync's order, so the message does not depend on timing.
-    let refused = write_batch(writes.clone(), existing, versions, true)
+    let refused = write_batch(writes.clone(), &before, versions, true)
         .await
         .into_iter()
         .find_map(|(action, result)| result.err().map(|e| (action, e)));
@@ -806,7 +811,7 @@ async fn write_versions(
         .partition(|a| matches!(a, Action::DeleteVersion { .. }));
     let mut done: Vec<Done> = Vec::with_capacity(writes.len());
     for batch in [others, deletes] {
-        let results = write_batch(batch, existing, versions, false).await;
+        let results = write_batch(batch, &before, versions, false).await;
         let mut failed = None;
         for (action, result) in results {
             match result {
@@ -839,13 +844,13 @@ async fn write_versions(
 /// Sends the writes [`PARALLEL_WRITES`] at a time; the results come in the writes' order.
 async fn write_batch<'a>(
     batch: Vec<&'a Action>,
-    existing: &[Arc<ManagedOSVersion>],
+    before: &Before<'_>,
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
 ) -> Vec<(&'a Action, Result<Done, kube::Error>)> {
     let writes: Vec<_> = batch
         .into_iter()
-        .map(|action| write_tagged(action, existing, versions, dry_run))
+        .map(|action| write_tagged(action, before, versions, dry_run))
         .collect();
     futures::stream::iter(writes)
         .buffered(PARALLEL_WRITES)
@@ -856,7 +861,7 @@ async fn write_batch<'a>(
 /// A write and its action.
 async fn write_tagged<'a>(
     action: &'a Action,
-    existing: &[Arc<ManagedOSVersion>],
+    before: &Before<'_>,
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
 ) -> (&'a Action, Result<Done, kube::Error>) {
@@ -865,9 +870,12 @@ async fn write_tagged<'a>(
     }
     (
         action,
-        write_version(action, existing, versions, dry_run).await,
+        write_version(action, before, versions, dry_run).await,
     )
 }
+
+/// The versions of the namespace before the sync, by name.
+type Before<'a> = HashMap<&'a str, &'a ManagedOSVersion>;
 
 /// How many version writes of one sync are in flight at once.
 const PARALLEL_WRITES: usize = 8;
@@ -896,16 +904,11 @@ struct Done {
 /// One version write (a dry run, or for real).
 async fn write_version(
     action: &Action,
-    existing: &[Arc<ManagedOSVersion>],
+    before: &Before<'_>,
     versions: &Api<ManagedOSVersion>,
     dry_run: bool,
 ) -> Result<Done, kube::Error> {
-    let previous = |name: &str| {
-        existing
-            .iter()
-            .find(|v| v.name_any() == name)
-            .map(|v| v.as_ref())
-    };
+    let previous = |name: &str| before.get(name).copied();
     match action {
         Action::ApplyVersion(version) => {
             let name = version.name_any();
