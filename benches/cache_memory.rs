@@ -1,0 +1,118 @@
+//! Heap bytes per cached ManagedOSVersion: as the API server sends it (with its
+//! `managedFields`) against the watch cache's lean form (`compact_owned_fields`), both
+//! measured here with a counting allocator over the same 10,000 versions.
+//!
+//!     cargo bench --bench cache_memory
+//!
+//! Versions are shaped like published channel data (free-form `displayName`, `platforms`,
+//! `created` in `spec.metadata`). A report, not a test: it prints figures and a ratio.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rancheros_operator::api::ManagedOSVersion;
+use rancheros_operator::syncer::versions::compact_owned_fields;
+
+struct Counting;
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts the bytes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const VERSIONS: usize = 10_000;
+
+/// One version as a watch event carries it (the operator's server-side apply record included).
+fn from_the_api_server(i: usize) -> String {
+    let owner = "0b9c4f0e-8d0a-4a57-9a55-1c9d6c0b7f11";
+    serde_json::json!({
+        "apiVersion": "rancheros.cattle.io/v1",
+        "kind": "ManagedOSVersion",
+        "metadata": {
+            "name": format!("v1-{i}"),
+            "namespace": "fleet-default",
+            "uid": format!("6f1c2a9e-1111-4c4c-9e9e-{i:012}"),
+            "resourceVersion": (100_000 + i).to_string(),
+            "generation": 1,
+            "creationTimestamp": "2026-11-30T12:00:00Z",
+            "labels": {"rancheros.cattle.io/channel": "sle-micro"},
+            "ownerReferences": [{
+                "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+                "name": "sle-micro", "uid": owner, "controller": true, "blockOwnerDeletion": true
+            }],
+            "managedFields": [{
+                "manager": "rancheros-operator", "operation": "Apply",
+                "apiVersion": "rancheros.cattle.io/v1", "time": "2026-11-30T12:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {
+                        "f:labels": {"f:rancheros.cattle.io/channel": {}},
+                        "f:ownerReferences": {format!("k:{{\"uid\":\"{owner}\"}}"): {}}
+                    },
+                    "f:spec": {
+                        "f:metadata": {"f:upgradeImage": {}, "f:displayName": {}, "f:platforms": {}, "f:created": {}},
+                        "f:minVersion": {}, "f:type": {}, "f:version": {}
+                    }
+                }
+            }]
+        },
+        "spec": {
+            "version": format!("v1.{i}"), "type": "container", "minVersion": "0.0.0",
+            "metadata": {
+                "upgradeImage": format!("registry.example.com/os/sle-micro:v1.{i}"),
+                "displayName": format!("SLE Micro v1.{i}"),
+                "platforms": ["linux/amd64", "linux/arm64"],
+                "created": "2026-11-01T10:00:00Z"
+            }
+        }
+    })
+    .to_string()
+}
+
+fn heap_per_version(lean: bool) -> usize {
+    let texts: Vec<String> = (0..VERSIONS).map(from_the_api_server).collect();
+    let before = LIVE.load(Ordering::Relaxed);
+    let cached: Vec<ManagedOSVersion> = texts
+        .iter()
+        .map(|text| {
+            let mut v: ManagedOSVersion = serde_json::from_str(text).expect("a valid version");
+            if lean {
+                compact_owned_fields(&mut v);
+            }
+            v
+        })
+        .collect();
+    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    drop(cached);
+    bytes / VERSIONS
+}
+
+fn main() {
+    let full = heap_per_version(false);
+    let lean = heap_per_version(true);
+    let mib = |per: usize| (per * VERSIONS) as f64 / 1_048_576.0;
+    println!("heap per cached version, {VERSIONS} versions:");
+    println!(
+        "  as sent by the API server: {full} bytes ({:.1} MiB)",
+        mib(full)
+    );
+    println!(
+        "  compact (watch cache):     {lean} bytes ({:.1} MiB)",
+        mib(lean)
+    );
+    println!(
+        "  ratio compact / full:      {:.2}",
+        lean as f64 / full as f64
+    );
+}
