@@ -51,6 +51,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    one_malloc_arena();
     // User errors are one line and never need a backtrace: capturing one (RUST_BACKTRACE
     // set) would resolve symbols at every error, seconds in a debug build. Panics (bugs)
     // still get color-eyre's report with their backtrace.
@@ -122,3 +123,17 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// One glibc malloc arena instead of one per thread that ever contended for it (up to 8 per
+/// core): the operator's allocations are small and short-lived, and separate arenas keep
+/// each thread's freed memory apart, which showed as peak RSS (`scripts/bench-operator`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn one_malloc_arena() {
+    // SAFETY: mallopt only sets a tunable; called first in main, before any other thread.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn one_malloc_arena() {}
