@@ -242,12 +242,6 @@ fn key_of(channel: &ManagedOSVersionChannel) -> String {
     )
 }
 
-/// Keeps a cached version lean: of `managedFields` only the operator's own apply entry,
-/// which change detection reads.
-fn lean_version(v: &mut ManagedOSVersion) {
-    crate::syncer::versions::compact_owned_fields(v);
-}
-
 fn lean_pod(p: &mut Pod) {
     p.metadata.managed_fields = None;
 }
@@ -289,7 +283,8 @@ pub async fn run(
                 api::<ManagedOSVersion>(&client, ns),
                 watcher::Config::default(),
             )
-            .modify(lean_version)
+            // Lean: of managedFields only what change detection reads.
+            .modify(crate::syncer::versions::compact_owned_fields)
             .default_backoff(),
         )
         .for_each(|_| async {});
@@ -881,6 +876,22 @@ async fn write_tagged<'a>(
     )
 }
 
+/// The resourceVersion of a create-only apply (the idiom of java-operator-sdk): no object
+/// the operator could meet has it, so an apply carrying it creates or fails with 409.
+const CREATE_ONLY: &str = "1";
+
+/// A create-only apply's 409 says the object "has been modified"; say what happened.
+fn created_meanwhile(e: kube::Error, name: &str) -> kube::Error {
+    match e {
+        kube::Error::Api(mut s) if s.code == 409 => {
+            s.reason = "AlreadyExists".into();
+            s.message = format!("version {name} was created by someone else during the sync");
+            kube::Error::Api(s)
+        }
+        e => e,
+    }
+}
+
 /// The versions of the namespace before the sync, by name.
 type Before<'a> = HashMap<&'a str, &'a ManagedOSVersion>;
 
@@ -925,22 +936,36 @@ async fn write_version(
     match action {
         Action::ApplyVersion(version) => {
             let name = version.name_any();
-            let written = if dry_run && previous(&name).is_none() {
+            let mut params = PatchParams::apply(FIELD_MANAGER).force();
+            params.dry_run = dry_run;
+            let written = match previous(&name) {
                 // A new version's dry run is a create: the same admission as the apply that
                 // will create it, without the apply's read and merge (about half the API
                 // server's work in a big first sync), and a version someone else created
                 // meanwhile is refused (409) instead of being taken over.
-                let params = PostParams {
-                    dry_run: true,
-                    field_manager: Some(FIELD_MANAGER.into()),
-                };
-                versions.create(&params, version.as_ref()).await?
-            } else {
-                let mut params = PatchParams::apply(FIELD_MANAGER).force();
-                params.dry_run = dry_run;
-                versions
-                    .patch(&name, &params, &Patch::Apply(version.as_ref()))
-                    .await?
+                None if dry_run => {
+                    let params = PostParams {
+                        dry_run: true,
+                        field_manager: Some(FIELD_MANAGER.into()),
+                    };
+                    versions.create(&params, version.as_ref()).await?
+                }
+                // Its real write is a create-only apply: a placeholder resourceVersion, which
+                // the API server checks only against an object that exists, refuses a version
+                // someone else created after the dry run (409) instead of taking it over.
+                None => {
+                    let mut create = version.as_ref().clone();
+                    create.metadata.resource_version = Some(CREATE_ONLY.into());
+                    versions
+                        .patch(&name, &params, &Patch::Apply(&create))
+                        .await
+                        .map_err(|e| created_meanwhile(e, &name))?
+                }
+                Some(_) => {
+                    versions
+                        .patch(&name, &params, &Patch::Apply(version.as_ref()))
+                        .await?
+                }
             };
             let undo = match previous(&name) {
                 Some(before) => Undo::Restore {

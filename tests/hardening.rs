@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
@@ -97,6 +97,76 @@ async fn a_quota_that_refuses_the_third_of_five_new_versions_leaves_all_five_abs
             .any(|(ty, reason, _)| ty == "Warning" && reason == "FailedToSync"),
         "{events:?}"
     );
+    t.cleanup().await;
+}
+
+/// A runner script that prints `n` versions `v-0001`...: names in the same order as the data.
+fn numbered_versions_script(n: usize) -> String {
+    let item = r#"{"metadata":{"name":"v-%04d"},"spec":{"version":"%d","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.example/os:%d"}}}"#;
+    format!(
+        "{{ printf '['; for i in $(seq 1 {n}); do [ $i -gt 1 ] && printf ','; \
+         printf '{item}' $i $i $i; done; printf ']'; }} > /output/data"
+    )
+}
+
+#[tokio::test]
+async fn a_version_created_by_someone_else_during_the_sync_is_not_taken_over() {
+    let mut t = TestNs::new("created-meanwhile").await;
+    t.start_operator(&["--retry-delay=60s"]);
+    // 1,000 new versions: every dry run passes (none exists yet), then the real writes take
+    // seconds. As soon as the first one lands, someone else creates the last one, long
+    // before the operator's own write of it.
+    t.create_channel("ch", custom_spec(&numbered_versions_script(1000)))
+        .await;
+    let versions = t.versions_api();
+    t.eventually("the sync's first real write", SYNC, || async {
+        let list = versions.list(&ListParams::default().limit(1)).await.ok()?;
+        (!list.items.is_empty()).then_some(())
+    })
+    .await;
+    let theirs: rancheros_operator::api::ManagedOSVersion = serde_json::from_value(json!({
+        "metadata": {"name": "v-1000"},
+        "spec": {"version": "theirs", "type": "container"}
+    }))
+    .unwrap();
+    versions
+        .create(&PostParams::default(), &theirs)
+        .await
+        .expect("the version is created before the operator gets to it");
+
+    let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with(
+            "apply version v-1000: version v-1000 was created by someone else during the sync; \
+             the sync's 999 earlier writes were undone, so nothing was changed"
+        ),
+        "{message}"
+    );
+    // Theirs is untouched and the operator's 999 creates are undone.
+    let after = t.versions().await;
+    assert_eq!(t.version_names().await, ["v-1000"]);
+    assert_eq!(after[0].spec.version.as_deref(), Some("theirs"));
+    assert!(after[0].labels().is_empty(), "{:?}", after[0].labels());
+    let managers: Vec<_> = after[0]
+        .managed_fields()
+        .iter()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m.contains("rancheros")),
+        "{managers:?}"
+    );
+    // The next sync meets it before any write, as a conflict.
+    t.request_sync("ch", "after-the-race").await;
+    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message
+            .starts_with("version \"v-1000\" already exists and is not controlled by any channel"),
+        "{message}"
+    );
+    assert_eq!(t.version_names().await, ["v-1000"]);
     t.cleanup().await;
 }
 
