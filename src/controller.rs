@@ -936,9 +936,10 @@ async fn write_version(
     match action {
         Action::ApplyVersion(version) => {
             let name = version.name_any();
+            let prior = previous(&name);
             let mut params = PatchParams::apply(FIELD_MANAGER).force();
             params.dry_run = dry_run;
-            let written = match previous(&name) {
+            let written = match prior {
                 // A new version's dry run is a create: the same admission as the apply that
                 // will create it, without the apply's read and merge (about half the API
                 // server's work in a big first sync), and a version someone else created
@@ -967,7 +968,7 @@ async fn write_version(
                         .await?
                 }
             };
-            let undo = match previous(&name) {
+            let undo = match prior {
                 Some(before) => Undo::Restore {
                     previous: Box::new(before.clone()),
                     resource_version: written.resource_version(),
