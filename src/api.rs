@@ -4,6 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
+use kube::runtime::reflector::ObjectRef;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -17,8 +18,23 @@ pub const CHANNEL_LABEL: &str = "rancheros.cattle.io/channel";
 pub const NO_LONGER_IN_SYNC_ANNOTATION: &str = "rancheros.cattle.io/channel-no-longer-in-sync";
 /// Annotation on a channel: a new value asks for a sync now.
 pub const SYNC_REQUESTED_AT_ANNOTATION: &str = "rancheros.cattle.io/sync-requested-at";
-/// The `Ready` condition type, the only condition the operator writes.
+/// Condition types of a channel (the kstatus conventions): `Ready` says how the last
+/// finished sync went, `Reconciling` is True while a sync is under way, `Stalled` is True
+/// when a human must act.
 pub const READY: &str = "Ready";
+pub const RECONCILING: &str = "Reconciling";
+pub const STALLED: &str = "Stalled";
+
+/// `Ready` reasons, exactly as users and tools see them.
+pub mod reason {
+    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
+    pub const SYNCHRONIZING: &str = "Synchronizing";
+    pub const SYNCHRONIZED: &str = "Synchronized";
+    pub const FAILED_TO_SYNC: &str = "FailedToSync";
+    pub const FAILED_TO_CREATE_POD: &str = "FailedToCreatePod";
+    pub const CHANNEL_DISABLED: &str = "ChannelDisabled";
+    pub const SUSPENDED: &str = "Suspended";
+}
 
 /// A source of available OS versions. The operator keeps one `ManagedOSVersion` per
 /// version the channel lists, in the channel's namespace.
@@ -37,7 +53,8 @@ pub const READY: &str = "Ready";
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Versions","type":"integer","jsonPath":".status.syncedVersions"}"#,
     printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.lastSyncedTime"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[serde(rename_all = "camelCase")]
 // What the schema can check is refused by the API server at once (servers with CRD
@@ -81,6 +98,10 @@ pub struct ManagedOSVersionChannelSpec {
     /// `false` stops syncing and flags (or deletes) every version of the channel. Default `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// `true` pauses the channel: no syncs, no syncer pods, no version flagged or deleted;
+    /// `Ready` keeps the last outcome with the reason `Suspended`. Default `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
     /// Delete, instead of only flagging, versions the channel no longer lists. Default `false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_no_longer_in_sync_versions: Option<bool>,
@@ -101,7 +122,11 @@ pub struct ManagedOSVersionChannelSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedOSVersionChannelStatus {
-    /// The `Ready` condition.
+    /// The `metadata.generation` this status was written for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (the last finished sync), `Reconciling` (a sync is under way), `Stalled` (a
+    /// human must act: the spec is invalid, or syncs keep failing past the quick retries).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// When the last successful sync finished.
@@ -123,13 +148,25 @@ pub struct ManagedOSVersionChannelStatus {
     /// acted on; a different value asks for a sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_requested_at: Option<String>,
-    /// json channels: the `ETag` of the response the last successful sync used.
+    /// What the last successful sync read: the digest of the runner image that ran
+    /// (custom channels), or the `ETag` (else `Last-Modified`) of the response (json).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_etag: Option<String>,
-    /// json channels: the `Last-Modified` of the response the last successful sync used.
+    pub source_revision: Option<String>,
+    /// When the next sync is due, as of the last finished sync (an on-demand request or a
+    /// spec change comes sooner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_last_modified: Option<String>,
+    pub next_sync_time: Option<Time>,
 }
+
+impl ManagedOSVersionChannelStatus {
+    /// The condition of this type, if the status has one.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}
+
+/// A channel's identity in the operator's caches, queue and metrics: namespace and name.
+pub type ChannelKey = ObjectRef<ManagedOSVersionChannel>;
 
 /// One OS version available for upgrade.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -44,6 +44,8 @@ pub struct CustomOptions {
     pub security_context: Option<SecurityContext>,
     pub resources: Option<ResourceRequirements>,
     pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    /// The runner's; `None`: `Always` (channel images are published under mutable tags).
+    pub image_pull_policy: Option<String>,
     pub node_selector: Option<BTreeMap<String, String>>,
     pub tolerations: Option<Vec<Toleration>>,
     pub mount_path: String,
@@ -59,7 +61,7 @@ pub struct JsonOptions {
     pub timeout: Duration,
 }
 
-const CUSTOM_KEYS: [&str; 13] = [
+const CUSTOM_KEYS: [&str; 14] = [
     "image",
     "command",
     "args",
@@ -68,6 +70,7 @@ const CUSTOM_KEYS: [&str; 13] = [
     "securityContext",
     "resources",
     "imagePullSecrets",
+    "imagePullPolicy",
     "nodeSelector",
     "tolerations",
     "mountPath",
@@ -202,12 +205,41 @@ fn custom_options(options: &Map<String, Value>) -> Result<CustomOptions, String>
             "imagePullSecrets",
             "a list of secret references ({name: ...})",
         )?,
+        image_pull_policy: pull_policy(options)?,
         node_selector: typed(options, "nodeSelector", "a map of strings")?,
         tolerations: typed(options, "tolerations", "a list of tolerations")?,
         mount_path,
         output_file,
         timeout: timeout(options)?,
     })
+}
+
+fn pull_policy(options: &Map<String, Value>) -> Result<Option<String>, String> {
+    match string(options, "imagePullPolicy")? {
+        None => Ok(None),
+        Some(p) if ["Always", "IfNotPresent", "Never"].contains(&p.as_str()) => Ok(Some(p)),
+        Some(p) => Err(format!(
+            "spec.options.imagePullPolicy: {p:?} is not a pull policy; use Always, IfNotPresent or Never"
+        )),
+    }
+}
+
+impl CustomOptions {
+    /// Whether the runner can read a Secret (`env[].valueFrom.secretKeyRef`,
+    /// `envFrom[].secretRef`): then nothing it prints may be copied where others read it.
+    pub fn references_secrets(&self) -> bool {
+        let env = self.env.iter().flatten().any(|e| {
+            e.value_from
+                .as_ref()
+                .is_some_and(|v| v.secret_key_ref.is_some())
+        });
+        let env_from = self
+            .env_from
+            .iter()
+            .flatten()
+            .any(|e| e.secret_ref.is_some());
+        env || env_from
+    }
 }
 
 fn json_options(options: &Map<String, Value>) -> Result<JsonOptions, String> {

@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Reconcile ManagedOSVersionChannels into ManagedOSVersions.
-    Operator(operator::OperatorArgs),
+    Operator(Box<operator::OperatorArgs>),
     /// Print a channel data file, then stay up until SIGTERM/SIGINT (runs in syncer pods).
     Display {
         /// The file the runner container wrote.
@@ -92,7 +92,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         Command::Operator(args) => {
             operator::init_logging(args.log_format);
             let rt = runtime()?;
-            let result = rt.block_on(operator::run(args));
+            let result = rt.block_on(operator::run(*args));
             // Exit at once: nothing left running (a stray request, a blocking DNS lookup)
             // may delay a replica that just stepped down.
             rt.shutdown_timeout(std::time::Duration::from_millis(200));

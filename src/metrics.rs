@@ -16,8 +16,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::ErrorClass;
-use crate::syncer::{Action, Outcome};
+use prometheus_client::metrics::info::Info;
+
+use crate::api::ChannelKey as Key;
+use crate::api::ManagedOSVersionChannelStatus;
+use crate::failure::{ErrorClass, SyncFailure};
+use crate::syncer::Outcome;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
@@ -34,14 +38,53 @@ pub struct WriteLabel {
     pub operation: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: &'static str,
+}
+
+/// A channel's series: its namespace and name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabels {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl From<&Key> for ChannelLabels {
+    fn from(key: &Key) -> Self {
+        ChannelLabels {
+            namespace: key.namespace.clone().unwrap_or_default(),
+            name: key.name.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+/// Per-channel gauges; a deleted channel's series are removed.
+#[derive(Default)]
+pub struct ChannelGauges {
+    pub ready: Family<ChannelLabels, Gauge>,
+    pub versions: Family<ChannelLabels, Gauge>,
+    pub last_success: Family<ChannelLabels, Gauge>,
+    pub consecutive_failures: Family<ChannelLabels, Gauge>,
+    pub sync_interval: Family<ChannelLabels, Gauge>,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub reconciliations: Counter,
     pub reconcile_errors: Family<ClassLabel, Counter>,
     pub reconcile_duration: Histogram,
     pub syncs: Family<ResultLabel, Counter>,
+    pub sync_failures: Family<KindLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
     pub leader: Gauge,
+    pub queue: Gauge,
+    pub channels: ChannelGauges,
     /// Set once the controllers run (or wait for leadership): `/readyz` answers 200.
     pub ready: AtomicBool,
 }
@@ -49,62 +92,116 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("rancheros_operator");
-        let reconciliations = Counter::default();
-        let reconcile_errors = Family::<ClassLabel, Counter>::default();
-        let reconcile_duration = Histogram::new(exponential_buckets(0.005, 2.0, 14));
-        let syncs = Family::<ResultLabel, Counter>::default();
-        let writes = Family::<WriteLabel, Counter>::default();
-        let leader = Gauge::default();
+        let metrics = Metrics {
+            registry: Registry::default(),
+            reconciliations: Counter::default(),
+            reconcile_errors: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            syncs: Family::default(),
+            sync_failures: Family::default(),
+            writes: Family::default(),
+            leader: Gauge::default(),
+            queue: Gauge::default(),
+            channels: ChannelGauges::default(),
+            ready: AtomicBool::new(false),
+        };
         registry.register(
             "reconciliations",
             "Reconciliations of channels",
-            reconciliations.clone(),
+            metrics.reconciliations.clone(),
         );
         registry.register(
             "reconcile_errors",
             "Failed sync attempts and reconciliations, by class of error (retryable, refused, input)",
-            reconcile_errors.clone(),
+            metrics.reconcile_errors.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",
             "Time one reconciliation took",
-            reconcile_duration.clone(),
+            metrics.reconcile_duration.clone(),
         );
         registry.register(
             "syncs",
             "Finished channel syncs by result (synchronized, failed)",
-            syncs.clone(),
+            metrics.syncs.clone(),
+        );
+        registry.register(
+            "sync_failures",
+            "Failed channel syncs by kind of failure",
+            metrics.sync_failures.clone(),
         );
         registry.register(
             "writes",
             "Writes to the API server by operation",
-            writes.clone(),
+            metrics.writes.clone(),
         );
         registry.register(
             "leader",
             "1 while this replica holds the leader lease",
-            leader.clone(),
+            metrics.leader.clone(),
         );
-        Self {
+        registry.register(
+            "sync_queue_length",
+            "Channels waiting for a free sync slot (--max-concurrent-syncs)",
+            metrics.queue.clone(),
+        );
+        let c = &metrics.channels;
+        registry.register(
+            "channel_ready",
+            "1 when the channel's Ready condition is True",
+            c.ready.clone(),
+        );
+        registry.register(
+            "channel_versions",
+            "Versions the channel's last successful sync listed",
+            c.versions.clone(),
+        );
+        registry.register(
+            "channel_last_success_timestamp_seconds",
+            "When the channel's last successful sync finished (unix seconds)",
+            c.last_success.clone(),
+        );
+        registry.register(
+            "channel_consecutive_failures",
+            "Failed syncs of the channel since its last success",
+            c.consecutive_failures.clone(),
+        );
+        registry.register(
+            "channel_sync_interval_seconds",
+            "The channel's sync interval",
+            c.sync_interval.clone(),
+        );
+        registry.register(
+            "build",
+            "The operator's version",
+            Info::new(BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            }),
+        );
+        Metrics {
             registry,
-            reconciliations,
-            reconcile_errors,
-            reconcile_duration,
-            syncs,
-            writes,
-            leader,
-            ready: AtomicBool::new(false),
+            ..metrics
         }
     }
 }
 
 impl Metrics {
-    pub fn sync_finished(&self, outcome: Outcome) {
+    pub fn sync_finished(&self, outcome: &Outcome) {
         let result = match outcome {
             Outcome::Synchronized => "synchronized",
-            Outcome::Failed => "failed",
+            Outcome::Failed(_) => "failed",
         };
         self.syncs.get_or_create(&ResultLabel { result }).inc();
+    }
+
+    /// A failed sync: counted by its class and by its kind.
+    pub fn sync_failed(&self, failure: &SyncFailure) {
+        self.reconcile_error(failure.class());
+        self.sync_failures
+            .get_or_create(&KindLabel {
+                kind: failure.kind(),
+            })
+            .inc();
     }
 
     pub fn reconcile_error(&self, class: ErrorClass) {
@@ -115,23 +212,60 @@ impl Metrics {
             .inc();
     }
 
-    pub fn wrote(&self, action: &Action) {
-        let operation = match action {
-            Action::CreatePod(_) => "create_pod",
-            Action::DeletePod { .. } => "delete_pod",
-            Action::ApplyVersion(_) => "apply_version",
-            Action::MarkVersion { .. } => "mark_version",
-            Action::DeleteVersion { .. } => "delete_version",
-        };
+    /// One write request: `create_pod`, `delete_pod`, `apply_version`, `mark_version`,
+    /// `delete_version`, `status`.
+    pub fn wrote(&self, operation: &'static str) {
         self.writes.get_or_create(&WriteLabel { operation }).inc();
     }
 
     pub fn status_written(&self) {
-        self.writes
-            .get_or_create(&WriteLabel {
-                operation: "status",
-            })
-            .inc();
+        self.wrote("status");
+    }
+
+    pub fn queue_length(&self, waiting: usize) {
+        self.queue.set(i64::try_from(waiting).unwrap_or(i64::MAX));
+    }
+
+    /// Sets a channel's gauges from its status.
+    pub fn observe_channel(
+        &self,
+        key: &Key,
+        status: &ManagedOSVersionChannelStatus,
+        interval: std::time::Duration,
+    ) {
+        let labels = ChannelLabels::from(key);
+        let c = &self.channels;
+        let ready = status
+            .condition(crate::api::READY)
+            .is_some_and(|r| r.status == "True");
+        c.ready.get_or_create(&labels).set(i64::from(ready));
+        c.versions
+            .get_or_create(&labels)
+            .set(status.synced_versions.unwrap_or_default());
+        if let Some(t) = &status.last_synced_time {
+            c.last_success.get_or_create(&labels).set(t.0.as_second());
+        }
+        c.consecutive_failures
+            .get_or_create(&labels)
+            .set(status.failed_synchronization_attempts);
+        c.sync_interval
+            .get_or_create(&labels)
+            .set(i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
+    }
+
+    /// A channel was deleted: its series go.
+    pub fn forget_channel(&self, key: &Key) {
+        let labels = ChannelLabels::from(key);
+        let c = &self.channels;
+        for family in [
+            &c.ready,
+            &c.versions,
+            &c.last_success,
+            &c.consecutive_failures,
+            &c.sync_interval,
+        ] {
+            family.remove(&labels);
+        }
     }
 
     pub fn encode(&self) -> String {
@@ -186,7 +320,7 @@ mod tests {
     #[test]
     fn counters_show_in_the_text_format() {
         let m = Metrics::default();
-        m.sync_finished(Outcome::Synchronized);
+        m.sync_finished(&Outcome::Synchronized);
         m.status_written();
         let text = m.encode();
         assert!(

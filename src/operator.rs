@@ -44,6 +44,22 @@ pub struct OperatorArgs {
     /// At most this many syncs (syncer pods and json fetches) run at once; the rest queue.
     #[arg(long, env = "MAX_CONCURRENT_SYNCS", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_concurrent_syncs: u16,
+    /// The most bytes of json channel bodies kept for conditional requests (304 answers),
+    /// all channels together; the least recently used go first.
+    #[arg(long, env = "JSON_CACHE_BYTES", default_value = "64Mi", value_parser = parse_bytes)]
+    pub json_cache_bytes: u64,
+    /// The most versions one channel may list; more fails the sync.
+    #[arg(long, env = "MAX_VERSIONS_PER_CHANNEL", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_versions_per_channel: u32,
+    /// A Secret added to every syncer pod's imagePullSecrets, so that the display
+    /// container can pull a private operator image (repeatable; it must exist in each
+    /// channel's namespace).
+    #[arg(
+        long = "syncer-image-pull-secret",
+        env = "SYNCER_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub syncer_image_pull_secrets: Vec<String>,
     /// First retry delay after a failed sync; it doubles on each failure.
     #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
     pub retry_delay: Duration,
@@ -122,9 +138,9 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is out of range"))
 }
 
-/// The namespaces to watch: trimmed, empty entries and repeats dropped (`"a, b,,a"` is
-/// `a` and `b`). Empty: all namespaces.
-pub fn watched_namespaces(given: &[String]) -> Vec<String> {
+/// Names given on the command line (namespaces, secrets): trimmed, empty entries and
+/// repeats dropped (`"a, b,,a"` is `a` and `b`). Empty for namespaces: all namespaces.
+pub fn distinct_names(given: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for ns in given.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         if !out.iter().any(|o| o == ns) {
@@ -180,7 +196,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     let signals = StopSignals::install().map_err(OperatorError::Signal)?;
     // One TLS provider for the kube client and the json-channel HTTP client.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    args.namespaces = watched_namespaces(&args.namespaces);
+    args.namespaces = distinct_names(&args.namespaces);
     let client = client(&args).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
     // namespaces.
@@ -219,6 +235,10 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         max_output_bytes: args.max_output_bytes,
         retry_delay: args.retry_delay,
         max_concurrent_syncs: usize::from(args.max_concurrent_syncs),
+        json_cache_bytes: usize::try_from(args.json_cache_bytes).unwrap_or(usize::MAX),
+        max_versions_per_channel: usize::try_from(args.max_versions_per_channel)
+            .unwrap_or(usize::MAX),
+        syncer_image_pull_secrets: distinct_names(&args.syncer_image_pull_secrets),
     };
     let http = crate::fetch::client().map_err(|e| OperatorError::Http(e.to_string()))?;
     let parts = Parts {
@@ -363,6 +383,6 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert_eq!(watched_namespaces(&given), ["a", "b"]);
+        assert_eq!(distinct_names(&given), ["a", "b"]);
     }
 }

@@ -84,7 +84,7 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
     let mut ch = t.wait_ready("web", "Synchronized", SYNC).await;
     assert_eq!(t.version_names().await, ["web-a", "web-b"]);
     assert_eq!(
-        ch.status.as_ref().unwrap().source_etag.as_deref(),
+        ch.status.as_ref().unwrap().source_revision.as_deref(),
         Some("\"rev-1\"")
     );
     let versions = t.versions().await;

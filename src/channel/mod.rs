@@ -105,6 +105,19 @@ pub struct InvalidChannelData {
     pub total: usize,
 }
 
+impl InvalidChannelData {
+    /// The message with no byte of the data in it (no value, key or path from it): only
+    /// where the first problem is and how many there are.
+    pub fn without_values(&self) -> String {
+        format!(
+            "invalid channel data: line {}, column {}: the data breaks a rule; the message is not shown because it could quote the data{}",
+            self.first.line,
+            self.first.column,
+            more_suffix(self.total)
+        )
+    }
+}
+
 fn more_suffix(total: usize) -> String {
     match total {
         0 | 1 => String::new(),

@@ -6,6 +6,7 @@
 //! [`Decision::needs`] and is asked again with that filled in.
 
 pub mod pod;
+mod status;
 pub mod versions;
 
 use std::sync::Arc;
@@ -17,32 +18,26 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{
-    ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus, READY,
-    SYNC_REQUESTED_AT_ANNOTATION,
+    ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus, READY, RECONCILING,
+    STALLED, SYNC_REQUESTED_AT_ANNOTATION, reason,
 };
 use crate::channel;
-use crate::config::{self, ChannelConfig, JsonOptions, Source};
+use crate::config::{self, ChannelConfig, CustomOptions, JsonOptions, Source};
 use crate::display::{self, Output};
 use crate::duration;
+use crate::failure::{RunnerOutput, SyncFailure};
+use crate::text;
 use pod::Progress;
-
-/// `Ready` reasons, exactly as users and tools see them.
-pub mod reason {
-    pub const INVALID_CONFIGURATION: &str = "InvalidConfiguration";
-    pub const SYNCHRONIZING: &str = "Synchronizing";
-    pub const SYNCHRONIZED: &str = "Synchronized";
-    pub const FAILED_TO_SYNC: &str = "FailedToSync";
-    pub const FAILED_TO_CREATE_POD: &str = "FailedToCreatePod";
-    pub const CHANNEL_DISABLED: &str = "ChannelDisabled";
-}
+use status::Truth;
 
 /// After this many consecutive failures the channel waits for its interval.
 pub const MAX_QUICK_RETRIES: i64 = 4;
 /// How often to look again while the display log is still being written, or a pod of the
 /// channel is still terminating.
 const POLL: Duration = Duration::from_secs(1);
-/// How often a queued sync looks for a free slot.
-const QUEUE_POLL: Duration = Duration::from_secs(2);
+/// How often a queued sync looks for a free slot, should its wake-up be missed (it is
+/// woken when its turn comes; a look costs no API request).
+const QUEUE_POLL: Duration = Duration::from_secs(30);
 /// The most of a runner's log a status message carries.
 const TAIL_BYTES: usize = 600;
 
@@ -56,6 +51,12 @@ pub struct Settings {
     pub retry_delay: Duration,
     /// At most this many syncs (syncer pods and json fetches) run at once.
     pub max_concurrent_syncs: usize,
+    /// The most bytes of json bodies kept for conditional requests, all channels together.
+    pub json_cache_bytes: usize,
+    /// The most versions one channel may list (`--max-versions-per-channel`).
+    pub max_versions_per_channel: usize,
+    /// Secrets added to every syncer pod's `imagePullSecrets` (the operator image's).
+    pub syncer_image_pull_secrets: Vec<String>,
 }
 
 /// What a json channel's fetch brought back.
@@ -85,10 +86,10 @@ pub struct Observation<'a> {
     /// Every `ManagedOSVersion` in the channel's namespace (shared with the watch cache).
     pub versions: Option<&'a [Arc<ManagedOSVersion>]>,
     /// Why creating the syncer pod this decision asked for failed, when it did.
-    pub pod_create_error: Option<&'a str>,
+    pub pod_create_error: Option<&'a SyncFailure>,
     /// A failure the I/O layer met while observing or performing (an API error, a write
     /// the API server refused): the attempt failed, and says why.
-    pub error: Option<&'a str>,
+    pub error: Option<&'a SyncFailure>,
     /// No sync slot is free (`max_concurrent_syncs` run): a due sync waits its turn.
     pub queued: bool,
     pub now: Timestamp,
@@ -110,7 +111,7 @@ impl Needs {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Action {
+pub enum Effect {
     CreatePod(Box<Pod>),
     DeletePod {
         name: String,
@@ -131,19 +132,19 @@ pub enum Action {
     },
 }
 
-impl Action {
+impl Effect {
     pub fn describe(&self) -> String {
         match self {
-            Action::CreatePod(p) => format!("create pod {}", p.name_any()),
-            Action::DeletePod { name, .. } => format!("delete pod {name}"),
-            Action::ApplyVersion(v) => format!("apply version {}", v.name_any()),
-            Action::MarkVersion {
+            Effect::CreatePod(p) => format!("create pod {}", p.name_any()),
+            Effect::DeletePod { name, .. } => format!("delete pod {name}"),
+            Effect::ApplyVersion(v) => format!("apply version {}", v.name_any()),
+            Effect::MarkVersion {
                 name,
                 no_longer_in_sync: true,
                 ..
             } => format!("flag version {name}"),
-            Action::MarkVersion { name, .. } => format!("unflag version {name}"),
-            Action::DeleteVersion { name, .. } => format!("delete version {name}"),
+            Effect::MarkVersion { name, .. } => format!("unflag version {name}"),
+            Effect::DeleteVersion { name, .. } => format!("delete version {name}"),
         }
     }
 }
@@ -157,10 +158,10 @@ pub struct Note {
 }
 
 /// How a sync ended, for metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     Synchronized,
-    Failed,
+    Failed(SyncFailure),
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -169,7 +170,7 @@ pub struct Decision {
     pub needs: Needs,
     /// Performed in order: the version writes all or none (see `controller`), then the
     /// rest.
-    pub actions: Vec<Action>,
+    pub effects: Vec<Effect>,
     /// The new status, when it differs from the current one.
     pub status: Option<ManagedOSVersionChannelStatus>,
     pub events: Vec<Note>,
@@ -226,13 +227,17 @@ impl Decider<'_> {
             .obs
             .pod
             .filter(|p| versions::controlled_by(&p.metadata, self.ch));
+        // A pause comes first: no sync, no pod, no version touched, whatever else holds.
+        if self.ch.spec.suspend == Some(true) {
+            return self.suspended(our_pod);
+        }
         let resolved = config::resolve(&self.ch.spec);
         let interval = resolved
             .as_ref()
             .map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
         if let Some(error) = self.obs.error {
             let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
-            return self.failure(reason::FAILED_TO_SYNC, error.to_string(), interval, pod);
+            return self.failure(error.clone(), interval, pod);
         }
         // After a failed attempt (an API error on a disabled or invalid channel too), wait
         // out the backoff before trying again: no path retries in a tight loop.
@@ -253,12 +258,10 @@ impl Decider<'_> {
                 self.with_pod(pod, &config)
             }
             (Some(pod), None) if custom && self.sync_due(&config).is_zero() => self.failure(
-                reason::FAILED_TO_CREATE_POD,
-                format!(
-                    "cannot create the syncer pod: a pod named {:?} already exists in namespace {:?} and is not controlled by this channel; it is left alone, delete or rename it",
-                    pod.name_any(),
-                    self.ch.namespace().unwrap_or_default()
-                ),
+                SyncFailure::ForeignPod {
+                    pod: pod.name_any(),
+                    namespace: self.ch.namespace().unwrap_or_default(),
+                },
                 config.sync_interval,
                 None,
             ),
@@ -275,34 +278,81 @@ impl Decider<'_> {
         Time(self.obs.now)
     }
 
-    /// `Ready` with the given values; the transition time moves only when the status does.
-    fn ready(&self, ok: bool, reason: &str, message: String) -> Vec<Condition> {
-        let status = if ok { "True" } else { "False" };
-        let previous = self.status.conditions.iter().find(|c| c.type_ == READY);
-        let last_transition_time = match previous {
-            Some(p) if p.status == status => p.last_transition_time.clone(),
-            _ => self.timestamp(),
-        };
-        let mut conditions: Vec<Condition> = self
-            .status
-            .conditions
-            .iter()
-            .filter(|c| c.type_ != READY)
-            .cloned()
-            .collect();
-        conditions.push(Condition {
-            type_: READY.into(),
-            status: status.into(),
-            reason: reason.into(),
-            message,
-            observed_generation: Some(self.generation),
-            last_transition_time,
+    /// The current status with `Ready` set (kept as it is when `None`), `Reconciling` True
+    /// with the message given (else left out), `Stalled` True with the reason and message
+    /// given (else left out), for this generation.
+    fn status_with(
+        &self,
+        ready: Option<(Truth, &str, String)>,
+        reconciling: Option<String>,
+        stalled: Option<(&str, String)>,
+    ) -> ManagedOSVersionChannelStatus {
+        let mut s = self.status.clone();
+        s.observed_generation = Some(self.generation);
+        let now = self.timestamp();
+        let generation = self.generation;
+        if let Some((truth, reason, message)) = ready {
+            status::set(
+                &mut s.conditions,
+                READY,
+                truth,
+                reason,
+                message,
+                generation,
+                &now,
+            );
+        }
+        match reconciling {
+            Some(m) => status::set(
+                &mut s.conditions,
+                RECONCILING,
+                Truth::True,
+                reason::SYNCHRONIZING,
+                m,
+                generation,
+                &now,
+            ),
+            None => status::clear(&mut s.conditions, RECONCILING),
+        }
+        match stalled {
+            Some((r, m)) => status::set(
+                &mut s.conditions,
+                STALLED,
+                Truth::True,
+                r,
+                m,
+                generation,
+                &now,
+            ),
+            None => status::clear(&mut s.conditions, STALLED),
+        }
+        s
+    }
+
+    /// `Ready` while a sync runs: kept during a routine resync, `Unknown` on a first sync
+    /// and after a spec change (its last outcome says nothing of this spec).
+    fn ready_while_syncing(&self) -> Option<(Truth, &'static str, String)> {
+        let routine = self.ready_condition().is_some_and(|r| {
+            r.observed_generation == Some(self.generation) && r.reason != reason::SYNCHRONIZING
         });
-        conditions
+        (!routine).then(|| {
+            (
+                Truth::Unknown,
+                reason::SYNCHRONIZING,
+                "the first sync of this spec is under way".to_string(),
+            )
+        })
     }
 
     fn ready_condition(&self) -> Option<&Condition> {
-        self.status.conditions.iter().find(|c| c.type_ == READY)
+        self.status.condition(READY)
+    }
+
+    /// Whether a sync is under way (started, or queued for a slot).
+    fn syncing(&self) -> bool {
+        self.status
+            .condition(RECONCILING)
+            .is_some_and(|c| c.status == "True")
     }
 
     /// Whether the status already says this, for this generation.
@@ -318,18 +368,62 @@ impl Decider<'_> {
             .cloned()
     }
 
-    fn delete_pod(pod: &Pod) -> Action {
-        Action::DeletePod {
+    fn delete_pod(pod: &Pod) -> Effect {
+        Effect::DeletePod {
             name: pod.name_any(),
             uid: pod.uid().unwrap_or_default(),
         }
     }
 
+    /// `spec.suspend`: a pause. The sync under way stops (its pod goes); versions are left
+    /// as they are; `Ready` keeps the last outcome under the reason `Suspended`.
+    fn suspended(&self, our_pod: Option<&Pod>) -> Decision {
+        let effects: Vec<Effect> = our_pod.map(Self::delete_pod).into_iter().collect();
+        if self.already(reason::SUSPENDED) {
+            return Decision {
+                effects,
+                ..Default::default()
+            };
+        }
+        let (truth, message) = match self.ready_condition() {
+            Some(r) if r.reason == reason::SUSPENDED => (truth_of(&r.status), r.message.clone()),
+            Some(r) => (
+                // A sync cut short by the pause says nothing: its outcome is unknown.
+                if r.reason == reason::SYNCHRONIZING {
+                    Truth::Unknown
+                } else {
+                    truth_of(&r.status)
+                },
+                format!(
+                    "suspended (spec.suspend is true): no syncs until it is false; the last outcome: {}: {}",
+                    r.reason, r.message
+                ),
+            ),
+            None => (
+                Truth::Unknown,
+                "suspended (spec.suspend is true): no syncs until it is false; no sync has run yet"
+                    .into(),
+            ),
+        };
+        let mut status = self.status_with(Some((truth, reason::SUSPENDED, message)), None, None);
+        status.next_sync_time = None;
+        Decision {
+            effects,
+            status: Some(status),
+            events: vec![Note {
+                warning: false,
+                reason: reason::SUSPENDED,
+                message: "channel suspended: no syncs, versions are left as they are".into(),
+            }],
+            ..Default::default()
+        }
+    }
+
     fn disabled(&self, our_pod: Option<&Pod>) -> Decision {
-        let mut actions: Vec<Action> = our_pod.map(Self::delete_pod).into_iter().collect();
+        let mut effects: Vec<Effect> = our_pod.map(Self::delete_pod).into_iter().collect();
         if self.already(reason::CHANNEL_DISABLED) {
             return Decision {
-                actions,
+                effects,
                 ..Default::default()
             };
         }
@@ -347,15 +441,16 @@ impl Decider<'_> {
         // Nothing is listed, so there is nothing to conflict with.
         let plan = versions::plan(self.ch, None, existing, delete).unwrap_or_default();
         let summary = plan.summary();
-        actions.extend(plan.actions);
-        let mut status = self.status.clone();
-        status.conditions = self.ready(
-            true,
+        effects.extend(plan.effects);
+        let ready = (
+            Truth::True,
             reason::CHANNEL_DISABLED,
             "syncing is disabled (spec.enabled is false)".into(),
         );
+        let mut status = self.status_with(Some(ready), None, None);
+        status.next_sync_time = None;
         Decision {
-            actions,
+            effects,
             status: Some(status),
             events: vec![Note {
                 warning: false,
@@ -367,9 +462,11 @@ impl Decider<'_> {
     }
 
     fn invalid(&self, our_pod: Option<&Pod>, message: String) -> Decision {
-        let actions: Vec<Action> = our_pod.map(Self::delete_pod).into_iter().collect();
-        let mut status = self.status.clone();
-        status.conditions = self.ready(false, reason::INVALID_CONFIGURATION, message.clone());
+        let effects: Vec<Effect> = our_pod.map(Self::delete_pod).into_iter().collect();
+        let ready = (Truth::False, reason::INVALID_CONFIGURATION, message.clone());
+        let stalled = (reason::INVALID_CONFIGURATION, message.clone());
+        let mut status = self.status_with(Some(ready), None, Some(stalled));
+        status.next_sync_time = None;
         let events = if self.already(reason::INVALID_CONFIGURATION) {
             vec![]
         } else {
@@ -380,7 +477,7 @@ impl Decider<'_> {
             }]
         };
         Decision {
-            actions,
+            effects,
             status: Some(status),
             events,
             ..Default::default()
@@ -401,9 +498,13 @@ impl Decider<'_> {
             return None;
         }
         let Time(last) = self.status.last_sync_attempt_time.as_ref()?;
-        let elapsed = Duration::try_from(self.obs.now.duration_since(*last)).unwrap_or_default();
-        let rest = self.retry_wait(interval).saturating_sub(elapsed);
+        let rest = self.retry_wait(interval).saturating_sub(self.since(last));
         (!rest.is_zero()).then_some(rest)
+    }
+
+    /// Time since `t` (zero if `t` is in the future).
+    fn since(&self, t: &Timestamp) -> Duration {
+        Duration::try_from(self.obs.now.duration_since(*t)).unwrap_or_default()
     }
 
     /// Whether the sync-requested-at annotation asks for a sync not acted on yet.
@@ -418,6 +519,7 @@ impl Decider<'_> {
         };
         if ready.observed_generation != Some(self.generation)
             || ready.reason == reason::SYNCHRONIZING
+            || self.syncing()
             || self.on_demand()
         {
             return Duration::ZERO;
@@ -425,24 +527,29 @@ impl Decider<'_> {
         let Some(Time(last)) = &self.status.last_sync_attempt_time else {
             return Duration::ZERO;
         };
-        let wait = self.retry_wait(config.sync_interval);
-        let elapsed = self.obs.now.duration_since(*last);
-        let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
-        wait.saturating_sub(elapsed)
+        self.retry_wait(config.sync_interval)
+            .saturating_sub(self.since(last))
     }
 
     /// The wait after the last attempt: backoff while failing, else the interval.
     fn retry_wait(&self, interval: Duration) -> Duration {
         let failures = self.status.failed_synchronization_attempts;
         if (1..MAX_QUICK_RETRIES).contains(&failures) {
-            let backoff = self
-                .settings
-                .retry_delay
-                .saturating_mul(1 << (failures - 1).min(16));
+            let doublings = u32::try_from(failures.saturating_sub(1))
+                .unwrap_or(16)
+                .min(16);
+            let backoff = self.settings.retry_delay.saturating_mul(1_u32 << doublings);
             backoff.min(interval)
         } else {
             interval
         }
+    }
+
+    /// A sync begins (its pod is created, or it waits for a slot): `Reconciling` says so.
+    fn sync_begins(&self, what: String) -> ManagedOSVersionChannelStatus {
+        let mut status = self.status_with(self.ready_while_syncing(), Some(what), None);
+        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        status
     }
 
     fn without_pod(&self, config: &ChannelConfig) -> Decision {
@@ -456,25 +563,13 @@ impl Decider<'_> {
         match &config.source {
             Source::Custom(options) => {
                 if let Some(error) = self.obs.pod_create_error {
-                    let error = error.to_string();
-                    return self.failure(
-                        reason::FAILED_TO_CREATE_POD,
-                        error,
-                        config.sync_interval,
-                        None,
-                    );
+                    return self.failure(error.clone(), config.sync_interval, None);
                 }
                 let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
-                let pod = pod::build(self.ch, options, &self.settings.operator_image, timeout);
-                let mut status = self.status.clone();
-                status.conditions = self.ready(
-                    false,
-                    reason::SYNCHRONIZING,
-                    format!("syncer pod {} started", pod.name_any()),
-                );
-                status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+                let pod = pod::build(self.ch, options, self.settings, timeout);
+                let status = self.sync_begins(format!("syncer pod {} started", pod.name_any()));
                 Decision {
-                    actions: vec![Action::CreatePod(Box::new(pod))],
+                    effects: vec![Effect::CreatePod(Box::new(pod))],
                     status: Some(status),
                     requeue: Some(timeout),
                     ..Default::default()
@@ -484,17 +579,13 @@ impl Decider<'_> {
         }
     }
 
-    /// A due sync waiting for a free slot: says so once, and looks again shortly.
+    /// A due sync waiting for a free slot: says so once; it is woken when its turn comes
+    /// (and looks again now and then, should a wake-up be missed).
     fn queued(&self) -> Decision {
-        let mut status = self.status.clone();
-        status.conditions = self.ready(
-            false,
-            reason::SYNCHRONIZING,
-            format!(
-                "queued: waiting for a free sync slot (at most {} syncs run at once, --max-concurrent-syncs)",
-                self.settings.max_concurrent_syncs
-            ),
-        );
+        let status = self.sync_begins(format!(
+            "queued: waiting for a free sync slot (at most {} syncs run at once, --max-concurrent-syncs)",
+            self.settings.max_concurrent_syncs
+        ));
         Decision {
             status: Some(status),
             requeue: Some(QUEUE_POLL),
@@ -512,8 +603,7 @@ impl Decider<'_> {
         };
         match fetched {
             Fetched::Failed(message) => self.failure(
-                reason::FAILED_TO_SYNC,
-                message.clone(),
+                SyncFailure::Fetch(message.clone()),
                 config.sync_interval,
                 None,
             ),
@@ -523,27 +613,31 @@ impl Decider<'_> {
                 last_modified,
                 not_modified,
             } => {
-                let mut d = self.apply_data(data, config, None);
-                if d.outcome == Some(Outcome::Synchronized)
+                let revision = etag.clone().or_else(|| last_modified.clone());
+                // The body is the source's, not the tenant's: no byte of it in a message.
+                let mut d = self.apply_data(data, config, None, revision, Redact::Values);
+                if *not_modified
+                    && d.outcome == Some(Outcome::Synchronized)
                     && let Some(status) = d.status.as_mut()
+                    && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
                 {
-                    status.source_etag = etag.clone();
-                    status.source_last_modified = last_modified.clone();
-                    if *not_modified
-                        && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
-                    {
-                        c.message.push_str(" (the source answered: not modified)");
-                    }
+                    c.message.push_str(" (the source answered: not modified)");
                 }
                 d
             }
         }
     }
 
+    /// Whether what the runner printed stays out of the status and Events: a runner that can
+    /// read a Secret could print it there for anyone who may read the channel.
+    fn withholds_output(options: &CustomOptions) -> bool {
+        options.references_secrets()
+    }
+
     fn with_pod(&self, pod: &Pod, config: &ChannelConfig) -> Decision {
         let Source::Custom(options) = &config.source else {
             return Decision {
-                actions: vec![Self::delete_pod(pod)],
+                effects: vec![Self::delete_pod(pod)],
                 requeue: Some(POLL),
                 ..Default::default()
             };
@@ -551,9 +645,24 @@ impl Decider<'_> {
         if let Some(why) = pod::stale_reason(pod, self.ch, &self.settings.operator_image) {
             tracing::info!(pod = %pod.name_any(), "replacing the syncer pod: {why}");
             return Decision {
-                actions: vec![Self::delete_pod(pod)],
+                effects: vec![Self::delete_pod(pod)],
                 requeue: Some(POLL),
                 ..Default::default()
+            };
+        }
+        let progress = pod::progress(pod);
+        if self.reported(pod, &progress) {
+            // Kept after its failure so that its log can be read: it goes when the next
+            // sync is due.
+            let due = self.sync_due(config);
+            return if due.is_zero() {
+                Decision {
+                    effects: vec![Self::delete_pod(pod)],
+                    requeue: Some(POLL),
+                    ..Default::default()
+                }
+            } else {
+                after(due)
             };
         }
         let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
@@ -561,24 +670,41 @@ impl Decider<'_> {
             .metadata
             .creation_timestamp
             .as_ref()
-            .map(|Time(t)| Duration::try_from(self.obs.now.duration_since(*t)).unwrap_or_default())
+            .map(|Time(t)| self.since(t))
             .unwrap_or_default();
-        let progress = pod::progress(pod);
+        let interval = config.sync_interval;
         let timed_out = |detail: String| {
             self.failure(
-                reason::FAILED_TO_SYNC,
-                format!(
-                    "timed out after {}: the syncer pod did not finish ({detail})",
-                    duration::format(timeout)
-                ),
-                config.sync_interval,
+                SyncFailure::TimedOut {
+                    after: timeout,
+                    detail,
+                },
+                interval,
                 Some(pod),
             )
+        };
+        let withheld = Self::withholds_output(options);
+        let redact = if withheld {
+            Redact::Values
+        } else {
+            Redact::Nothing
         };
         let left = timeout.saturating_sub(age);
         match progress {
             Progress::Working if left.is_zero() => timed_out(pod::waiting_summary(pod)),
             Progress::Working => after(left),
+            Progress::RunnerFailed { exit_code, reason } if withheld => self.failure(
+                SyncFailure::RunnerFailed {
+                    exit_code,
+                    reason,
+                    output: RunnerOutput::Withheld {
+                        pod: pod.name_any(),
+                    },
+                },
+                interval,
+                // Kept, so that its log can be read.
+                None,
+            ),
             Progress::RunnerFailed { exit_code, reason } => {
                 let Some(log) = self.obs.runner_log else {
                     return needs(Needs {
@@ -586,18 +712,13 @@ impl Decider<'_> {
                         ..Default::default()
                     });
                 };
-                let reason = if reason.is_empty() || reason == "Error" {
-                    String::new()
-                } else {
-                    format!(" ({reason})")
-                };
                 self.failure(
-                    reason::FAILED_TO_SYNC,
-                    format!(
-                        "the runner container exited with code {exit_code}{reason}; the end of its output: {}",
-                        tail(log)
-                    ),
-                    config.sync_interval,
+                    SyncFailure::RunnerFailed {
+                        exit_code,
+                        reason,
+                        output: RunnerOutput::Tail(tail(log)),
+                    },
+                    interval,
                     Some(pod),
                 )
             }
@@ -608,22 +729,19 @@ impl Decider<'_> {
                         ..Default::default()
                     });
                 };
+                let tail = match redact {
+                    Redact::Values => WITHHELD.to_string(),
+                    Redact::Nothing => tail(&String::from_utf8_lossy(log)),
+                };
                 self.failure(
-                    reason::FAILED_TO_SYNC,
-                    format!(
-                        "the display container exited with code {exit_code}: {}",
-                        tail(&String::from_utf8_lossy(log))
-                    ),
-                    config.sync_interval,
+                    SyncFailure::DisplayFailed { exit_code, tail },
+                    interval,
                     Some(pod),
                 )
             }
-            Progress::PodFailed { reason } => self.failure(
-                reason::FAILED_TO_SYNC,
-                format!("the syncer pod failed: {reason}"),
-                config.sync_interval,
-                Some(pod),
-            ),
+            Progress::PodFailed { reason } => {
+                self.failure(SyncFailure::PodFailed { reason }, interval, Some(pod))
+            }
             Progress::OutputReady { stopped } => {
                 let (Some(log), Some(_)) = (self.obs.display_log, self.obs.versions) else {
                     return needs(Needs {
@@ -635,40 +753,59 @@ impl Decider<'_> {
                 // Complete data is used whatever the pod's age: an operator that comes back
                 // after the timeout still has a finished sync to apply.
                 match display::decode(log, self.settings.max_output_bytes) {
-                    Output::Incomplete if stopped => self.failure(
-                        reason::FAILED_TO_SYNC,
-                        "the display container stopped before its log held all of the channel data".into(),
-                        config.sync_interval,
-                        Some(pod),
-                    ),
+                    Output::Incomplete if stopped => {
+                        self.failure(SyncFailure::OutputIncomplete, interval, Some(pod))
+                    }
                     Output::Incomplete if left.is_zero() => {
                         timed_out("the display log never held complete output".into())
                     }
                     Output::Incomplete => after(POLL.min(left)),
                     Output::TooLarge { bytes } => self.failure(
-                        reason::FAILED_TO_SYNC,
-                        format!(
-                            "the channel data is {bytes} bytes, more than the operator's limit of {} bytes (--max-output-bytes)",
-                            self.settings.max_output_bytes
-                        ),
-                        config.sync_interval,
+                        SyncFailure::OutputTooLarge {
+                            bytes,
+                            limit: self.settings.max_output_bytes,
+                        },
+                        interval,
                         Some(pod),
                     ),
                     Output::Corrupt(why) => {
                         // `display` failed (and is about to exit 1): its one-line error says why.
-                        let why = match log.strip_prefix(b"error: ") {
-                            Some(_) => format!(
-                                "the display container exited with code 1: {}",
-                                tail(&String::from_utf8_lossy(log))
-                            ),
-                            None => why,
+                        let failure = match (log.strip_prefix(b"error: "), redact) {
+                            (Some(_), Redact::Nothing) => SyncFailure::DisplayFailed {
+                                exit_code: 1,
+                                tail: tail(&String::from_utf8_lossy(log)),
+                            },
+                            (Some(_), Redact::Values) => SyncFailure::DisplayFailed {
+                                exit_code: 1,
+                                tail: WITHHELD.into(),
+                            },
+                            (None, Redact::Nothing) => SyncFailure::OutputCorrupt(why),
+                            (None, Redact::Values) => SyncFailure::OutputCorrupt(format!(
+                                "the display container's log is not what display writes; {WITHHELD}"
+                            )),
                         };
-                        self.failure(reason::FAILED_TO_SYNC, why, config.sync_interval, Some(pod))
+                        self.failure(failure, interval, Some(pod))
                     }
-                    Output::Complete(data) => self.apply_data(data, config, Some(pod)),
+                    Output::Complete(data) => {
+                        let revision = pod::runner_image_id(pod);
+                        self.apply_data(data, config, Some(pod), revision, redact)
+                    }
                 }
             }
         }
+    }
+
+    /// Whether the pod is a finished one whose failure the status already reports (it was
+    /// kept so that its log can be read).
+    fn reported(&self, pod: &Pod, progress: &Progress) -> bool {
+        let (Progress::RunnerFailed { .. }, Some(Time(finished)), Some(Time(attempt))) = (
+            progress,
+            pod::runner_finished_at(pod),
+            self.status.last_sync_attempt_time.as_ref(),
+        ) else {
+            return false;
+        };
+        finished < *attempt
     }
 
     /// The on-demand request this attempt serves: the one recorded when its pod started
@@ -682,17 +819,47 @@ impl Decider<'_> {
         }
     }
 
+    /// Whether the last sync of this spec succeeded and nothing has failed since.
+    fn was_healthy(&self) -> bool {
+        self.status.failed_synchronization_attempts == 0
+            && self.ready_condition().is_some_and(|r| {
+                r.reason == reason::SYNCHRONIZED && r.observed_generation == Some(self.generation)
+            })
+    }
+
     /// Parses the channel data and, when valid, writes the versions.
-    fn apply_data(&self, data: &[u8], config: &ChannelConfig, pod: Option<&Pod>) -> Decision {
+    fn apply_data(
+        &self,
+        data: &[u8],
+        config: &ChannelConfig,
+        pod: Option<&Pod>,
+        revision: Option<String>,
+        redact: Redact,
+    ) -> Decision {
         let existing = self.obs.versions.unwrap_or_default();
         let interval = config.sync_interval;
         let parsed = match channel::parse(data) {
             Ok(parsed) => parsed,
             Err(e) => {
-                return self.failure(reason::FAILED_TO_SYNC, e.to_string(), interval, pod);
+                let message = match redact {
+                    Redact::Nothing => e.to_string(),
+                    Redact::Values => e.without_values(),
+                };
+                return self.failure(SyncFailure::InvalidData(message), interval, pod);
             }
         };
         let items = &parsed.versions;
+        let limit = self.settings.max_versions_per_channel;
+        if items.len() > limit {
+            return self.failure(
+                SyncFailure::TooManyVersions {
+                    count: items.len(),
+                    limit,
+                },
+                interval,
+                pod,
+            );
+        }
         let plan = match versions::plan(
             self.ch,
             Some((config, items)),
@@ -700,12 +867,14 @@ impl Decider<'_> {
             config.delete_no_longer_in_sync,
         ) {
             Ok(plan) => plan,
-            Err(conflict) => return self.failure(reason::FAILED_TO_SYNC, conflict, interval, pod),
+            Err(conflict) => {
+                return self.failure(SyncFailure::Conflict(conflict), interval, pod);
+            }
         };
         let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
         let mut events = Vec::new();
         if !parsed.duplicates.is_empty() {
-            let names = parsed.duplicates.join(", ");
+            let names = text::list(&parsed.duplicates, ", ");
             summary.push_str(&format!(
                 "; duplicate names in the channel data, the last entry of each was used: {names}"
             ));
@@ -717,23 +886,31 @@ impl Decider<'_> {
                 ),
             });
         }
-        events.push(Note {
-            warning: false,
-            reason: reason::SYNCHRONIZED,
-            message: summary.clone(),
-        });
-        let mut actions = plan.actions;
-        actions.extend(pod.map(Self::delete_pod));
-        let mut status = self.status.clone();
-        status.conditions = self.ready(true, reason::SYNCHRONIZED, summary);
+        // A sync that changed nothing is in the status already; an Event is for news.
+        if !plan.effects.is_empty() || !self.was_healthy() {
+            events.push(Note {
+                warning: false,
+                reason: reason::SYNCHRONIZED,
+                message: summary.clone(),
+            });
+        }
+        let mut effects = plan.effects;
+        effects.extend(pod.map(Self::delete_pod));
+        let mut status = self.status_with(
+            Some((Truth::True, reason::SYNCHRONIZED, summary)),
+            None,
+            None,
+        );
         status.last_synced_time = Some(self.timestamp());
         status.last_sync_attempt_time = Some(self.timestamp());
         status.synced_generation = Some(self.generation);
         status.synced_versions = i64::try_from(items.len()).ok();
         status.failed_synchronization_attempts = 0;
         status.sync_requested_at = self.served_request(pod);
+        status.source_revision = revision;
+        status.next_sync_time = self.at(interval);
         Decision {
-            actions,
+            effects,
             status: Some(status),
             events,
             requeue: Some(interval),
@@ -742,38 +919,48 @@ impl Decider<'_> {
         }
     }
 
+    /// The time `after` from now.
+    fn at(&self, after: Duration) -> Option<Time> {
+        let span = k8s_openapi::jiff::SignedDuration::try_from(after).ok()?;
+        self.obs.now.checked_add(span).ok().map(Time)
+    }
+
     /// A failed sync: nothing is written to versions; the pod, if any, goes.
-    fn failure(
-        &self,
-        reason: &'static str,
-        message: String,
-        interval: Duration,
-        pod: Option<&Pod>,
-    ) -> Decision {
-        let mut status = self.status.clone();
-        status.failed_synchronization_attempts =
-            status.failed_synchronization_attempts.saturating_add(1);
-        status.last_sync_attempt_time = Some(self.timestamp());
-        status.sync_requested_at = self.served_request(pod);
-        let attempts = status.failed_synchronization_attempts;
+    fn failure(&self, failure: SyncFailure, interval: Duration, pod: Option<&Pod>) -> Decision {
+        let attempts = self
+            .status
+            .failed_synchronization_attempts
+            .saturating_add(1);
         let next = {
-            let probe = Decider {
-                status: status.clone(),
+            let mut probe = self.status.clone();
+            probe.failed_synchronization_attempts = attempts;
+            Decider {
+                status: probe,
                 ..*self
-            };
-            probe.retry_wait(interval)
+            }
+            .retry_wait(interval)
         };
-        let retry = if attempts >= MAX_QUICK_RETRIES {
-            format!(
+        let (retry, stalled) = if attempts >= MAX_QUICK_RETRIES {
+            let retry = format!(
                 "{attempts} failures in a row; next try in {} (the sync interval)",
                 duration::format(next)
-            )
+            );
+            (retry.clone(), Some(retry))
         } else {
-            format!("attempt {attempts}; retrying in {}", duration::format(next))
+            let retry = format!("attempt {attempts}; retrying in {}", duration::format(next));
+            (retry, None)
         };
-        status.conditions = self.ready(false, reason, format!("{message} ({retry})"));
+        let reason = failure.reason();
+        let message = failure.to_string();
+        let ready = (Truth::False, reason, format!("{message} ({retry})"));
+        let stalled = stalled.map(|why| (reason, format!("{message} ({why})")));
+        let mut status = self.status_with(Some(ready), None, stalled);
+        status.failed_synchronization_attempts = attempts;
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.sync_requested_at = self.served_request(pod);
+        status.next_sync_time = self.at(next);
         Decision {
-            actions: pod.map(Self::delete_pod).into_iter().collect(),
+            effects: pod.map(Self::delete_pod).into_iter().collect(),
             status: Some(status),
             events: vec![Note {
                 warning: true,
@@ -781,9 +968,28 @@ impl Decider<'_> {
                 message,
             }],
             requeue: Some(next),
-            outcome: Some(Outcome::Failed),
+            outcome: Some(Outcome::Failed(failure)),
             ..Default::default()
         }
+    }
+}
+
+/// Whether messages may quote the data a sync read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Redact {
+    Nothing,
+    /// No byte of the data (or of the runner's output) in any message.
+    Values,
+}
+
+/// What a message says instead of output it may not quote.
+const WITHHELD: &str = "its output is not copied here because the runner references a Secret or the data comes from a json source";
+
+fn truth_of(status: &str) -> Truth {
+    match status {
+        "True" => Truth::True,
+        "False" => Truth::False,
+        _ => Truth::Unknown,
     }
 }
 
@@ -797,15 +1003,7 @@ fn tail(log: &str) -> String {
     if lines.is_empty() {
         return "(no output)".into();
     }
-    let joined = lines.join(" | ");
-    if joined.len() <= TAIL_BYTES {
-        return joined;
-    }
-    let mut start = joined.len().saturating_sub(TAIL_BYTES);
-    while !joined.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("...{}", joined.get(start..).unwrap_or_default())
+    text::tail(&lines.join(" | "), TAIL_BYTES)
 }
 
 #[cfg(test)]

@@ -4,14 +4,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource, Pod,
-    PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile, SecurityContext, Volume,
-    VolumeMount,
+    Capabilities, Container, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource,
+    LocalObjectReference, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::{Resource, ResourceExt};
 
+use super::Settings;
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionChannel};
 use crate::config::CustomOptions;
 
@@ -72,9 +73,18 @@ fn quantities(cpu: &str, memory: &str) -> BTreeMap<String, Quantity> {
 pub fn build(
     channel: &ManagedOSVersionChannel,
     options: &CustomOptions,
-    operator_image: &str,
+    settings: &Settings,
     timeout: Duration,
 ) -> Pod {
+    let operator_image = settings.operator_image.as_str();
+    // The channel's own pull secrets (its runner image), then the operator's (display).
+    let mut pull_secrets: Vec<LocalObjectReference> =
+        options.image_pull_secrets.clone().unwrap_or_default();
+    for name in &settings.syncer_image_pull_secrets {
+        if !pull_secrets.iter().any(|s| &s.name == name) {
+            pull_secrets.push(LocalObjectReference { name: name.clone() });
+        }
+    }
     let mount = || {
         Some(vec![VolumeMount {
             name: VOLUME.into(),
@@ -109,7 +119,8 @@ pub fn build(
             enable_service_links: Some(false),
             termination_grace_period_seconds: Some(10),
             active_deadline_seconds: Some(
-                i64::try_from((timeout + DEADLINE_MARGIN).as_secs()).unwrap_or(i64::MAX),
+                i64::try_from(timeout.saturating_add(DEADLINE_MARGIN).as_secs())
+                    .unwrap_or(i64::MAX),
             ),
             security_context: Some(PodSecurityContext {
                 seccomp_profile: Some(SeccompProfile {
@@ -118,7 +129,7 @@ pub fn build(
                 }),
                 ..Default::default()
             }),
-            image_pull_secrets: options.image_pull_secrets.clone(),
+            image_pull_secrets: (!pull_secrets.is_empty()).then_some(pull_secrets),
             node_selector: options.node_selector.clone(),
             tolerations: options.tolerations.clone(),
             volumes: Some(vec![Volume {
@@ -129,6 +140,14 @@ pub fn build(
             init_containers: Some(vec![Container {
                 name: RUNNER.into(),
                 image: Some(options.image.clone()),
+                // Channel images are published under mutable tags: a node must not keep
+                // reading an old image (the default policy pulls only `:latest` always).
+                image_pull_policy: Some(
+                    options
+                        .image_pull_policy
+                        .clone()
+                        .unwrap_or_else(|| "Always".into()),
+                ),
                 command: options.command.clone(),
                 args: options.args.clone(),
                 env: options.env.clone(),
@@ -272,6 +291,33 @@ pub fn progress(pod: &Pod) -> Progress {
         };
     }
     Progress::Working
+}
+
+fn runner_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status
+        .as_ref()?
+        .init_container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == RUNNER)
+}
+
+/// The digest of the runner image that ran (`imageID`), as the node reports it.
+pub fn runner_image_id(pod: &Pod) -> Option<String> {
+    runner_status(pod)
+        .map(|c| c.image_id.clone())
+        .filter(|id| !id.is_empty())
+}
+
+/// When the runner finished, if it did.
+pub fn runner_finished_at(pod: &Pod) -> Option<Time> {
+    runner_status(pod)?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?
+        .finished_at
+        .clone()
 }
 
 /// One line on where a pod that is still working is stuck, for a timeout message:
@@ -441,6 +487,13 @@ mod tests {
         }
     }
 
+    fn settings(image: &str) -> Settings {
+        Settings {
+            operator_image: image.into(),
+            ..crate::syncer::tests::settings()
+        }
+    }
+
     fn channel() -> ManagedOSVersionChannel {
         crate::syncer::tests::channel(json!({"type": "custom", "options": {"image": "runner:1"}}))
     }
@@ -450,7 +503,7 @@ mod tests {
         let pod = build(
             &channel(),
             &options(json!({"securityContext": {"runAsNonRoot": true, "runAsUser": 1000}})),
-            "op:1",
+            &settings("op:1"),
             Duration::from_secs(60),
         );
         assert_eq!(restricted_violations(&pod), Vec::<String>::new());
@@ -458,7 +511,7 @@ mod tests {
         let pod = build(
             &channel(),
             &options(json!({})),
-            "op:1",
+            &settings("op:1"),
             Duration::from_secs(60),
         );
         assert_eq!(restricted_violations(&pod), ["runner: runAsNonRoot"]);
@@ -475,7 +528,7 @@ mod tests {
                 "nodeSelector": {"kubernetes.io/os": "linux"},
                 "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "os", "effect": "NoSchedule"}]
             })),
-            "op:1",
+            &settings("op:1"),
             Duration::from_secs(60),
         );
         let pod = serde_json::to_value(pod).unwrap();

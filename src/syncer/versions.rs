@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntr
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
-use super::Action;
+use super::Effect;
 use crate::api::{
     CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
     NO_LONGER_IN_SYNC_ANNOTATION,
@@ -20,7 +20,7 @@ use crate::config::ChannelConfig;
 /// The writes of a sync, and their counts for the status message.
 #[derive(Debug, Default, PartialEq)]
 pub struct Plan {
-    pub actions: Vec<Action>,
+    pub effects: Vec<Effect>,
     pub created: usize,
     pub updated: usize,
     pub flagged: usize,
@@ -264,7 +264,7 @@ pub fn plan(
         match by_name.get(&item.name) {
             None => {
                 plan.created += 1;
-                plan.actions.push(Action::ApplyVersion(Box::new(want)));
+                plan.effects.push(Effect::ApplyVersion(Box::new(want)));
             }
             Some(have) if !controlled_by(&have.metadata, channel) => {
                 conflicts.push(conflict_message(have));
@@ -275,10 +275,10 @@ pub fn plan(
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.
                     want.metadata.uid = have.uid();
-                    plan.actions.push(Action::ApplyVersion(Box::new(want)));
+                    plan.effects.push(Effect::ApplyVersion(Box::new(want)));
                 }
                 if is_flagged(have) {
-                    plan.actions.push(Action::MarkVersion {
+                    plan.effects.push(Effect::MarkVersion {
                         name: item.name.clone(),
                         uid: have.uid().unwrap_or_default(),
                         no_longer_in_sync: false,
@@ -290,7 +290,7 @@ pub fn plan(
     if !conflicts.is_empty() {
         return Err(format!(
             "{}; nothing was changed (rename the version in the channel data or remove the other version)",
-            conflicts.join("; ")
+            crate::text::list(&conflicts, "; ")
         ));
     }
     let listed_names: std::collections::HashSet<&str> =
@@ -302,20 +302,20 @@ pub fn plan(
         }
         if delete_unlisted {
             plan.deleted += 1;
-            deletes.push(Action::DeleteVersion {
+            deletes.push(Effect::DeleteVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
             });
         } else if !is_flagged(have) {
             plan.flagged += 1;
-            plan.actions.push(Action::MarkVersion {
+            plan.effects.push(Effect::MarkVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
                 no_longer_in_sync: true,
             });
         }
     }
-    plan.actions.extend(deletes);
+    plan.effects.extend(deletes);
     Ok(plan)
 }
 
@@ -431,7 +431,7 @@ mod tests {
 
         let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), false).unwrap();
         assert_eq!((p.created, p.updated, p.flagged, p.deleted), (1, 1, 1, 0));
-        let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
+        let kinds: Vec<String> = p.effects.iter().map(Effect::describe).collect();
         assert_eq!(
             kinds,
             [
@@ -447,7 +447,7 @@ mod tests {
         );
 
         let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), true).unwrap();
-        assert_eq!(p.actions.last().unwrap().describe(), "delete version gone");
+        assert_eq!(p.effects.last().unwrap().describe(), "delete version gone");
     }
 
     #[test]
@@ -604,7 +604,7 @@ mod change_detection {
             true,
         )
         .unwrap();
-        let kinds: Vec<String> = p.actions.iter().map(Action::describe).collect();
+        let kinds: Vec<String> = p.effects.iter().map(Effect::describe).collect();
         assert_eq!(
             kinds,
             [
@@ -613,11 +613,11 @@ mod change_detection {
                 "delete version a-gone"
             ]
         );
-        let Action::ApplyVersion(b) = &p.actions[0] else {
+        let Effect::ApplyVersion(b) = &p.effects[0] else {
             unreachable!()
         };
         assert_eq!(b.metadata.uid.as_deref(), Some("b-uid"));
-        let Action::ApplyVersion(c) = &p.actions[1] else {
+        let Effect::ApplyVersion(c) = &p.effects[1] else {
             unreachable!()
         };
         assert_eq!(

@@ -1,0 +1,108 @@
+//! The syncer pod: creating and deleting it as decided, and reading its logs.
+
+use futures::AsyncReadExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{LogParams, PostParams};
+use kube::{Api, ResourceExt};
+use tracing::info;
+
+use super::errors::{Error, api_message, classify, delete_uid, is_status, kube_err};
+use crate::display::FRAME_OVERHEAD;
+use crate::failure::SyncFailure;
+use crate::metrics::Metrics;
+use crate::syncer::{Effect, pod};
+
+/// What the pod effects of a decision did.
+#[derive(Debug, Default)]
+pub struct PodChanges {
+    /// The pod created, as the API server returned it.
+    pub created: Option<Pod>,
+    /// Why the API server did not create it, and whether a pod of that name exists.
+    pub refused: Option<(SyncFailure, bool)>,
+    /// uids of the pods deleted.
+    pub deleted: Vec<String>,
+}
+
+/// Creates or deletes the syncer pod as decided. A refused creation is reported in the
+/// result (a `FailedToCreatePod`); other errors end the attempt.
+pub async fn perform(
+    effects: &[Effect],
+    api: &Api<Pod>,
+    metrics: &Metrics,
+) -> Result<PodChanges, Error> {
+    let mut changes = PodChanges::default();
+    for effect in effects {
+        match effect {
+            Effect::CreatePod(pod) => {
+                metrics.wrote("create_pod");
+                match api.create(&PostParams::default(), pod).await {
+                    Ok(created) => {
+                        info!(pod = %created.name_any(), "started the syncer pod");
+                        changes.created = Some(created);
+                    }
+                    Err(e) => {
+                        let failure = SyncFailure::PodRefused {
+                            pod: pod.name_any(),
+                            class: classify(&e),
+                            message: api_message(&e),
+                        };
+                        changes.refused = Some((failure, is_status(&e, 409)));
+                        return Ok(changes);
+                    }
+                }
+            }
+            Effect::DeletePod { name, uid } => {
+                metrics.wrote("delete_pod");
+                match api.delete(name, &delete_uid(uid, false)).await {
+                    Ok(_) => changes.deleted.push(uid.clone()),
+                    // Gone already, or replaced by another pod of that name: not ours to delete.
+                    Err(e) if is_status(&e, 404) || is_status(&e, 409) => {
+                        changes.deleted.push(uid.clone())
+                    }
+                    Err(e) => return Err(kube_err(format!("deleting pod {name}"))(e)),
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(changes)
+}
+
+/// The display container's log, capped at the output limit plus the frame.
+pub async fn display_log(api: &Api<Pod>, name: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+    let cap = max_bytes.saturating_add(FRAME_OVERHEAD);
+    let params = LogParams {
+        container: Some(pod::DISPLAY.into()),
+        limit_bytes: Some(i64::try_from(cap).unwrap_or(i64::MAX)),
+        ..Default::default()
+    };
+    let stream = api
+        .log_stream(name, &params)
+        .await
+        .map_err(kube_err(format!("reading the display log of pod {name}")))?;
+    let mut out = Vec::new();
+    stream
+        .take(cap)
+        .read_to_end(&mut out)
+        .await
+        .map_err(|source| Error::Log {
+            container: pod::DISPLAY,
+            pod: name.into(),
+            source,
+        })?;
+    Ok(out)
+}
+
+/// The end of the runner's log, or why it could not be read (it goes into a message).
+pub async fn runner_tail(api: &Api<Pod>, name: &str) -> String {
+    let params = LogParams {
+        container: Some(pod::RUNNER.into()),
+        tail_lines: Some(20),
+        limit_bytes: Some(64 * 1024),
+        ..Default::default()
+    };
+    match api.logs(name, &params).await {
+        Ok(log) => log,
+        Err(e) => format!("(its log could not be read: {})", api_message(&e)),
+    }
+}

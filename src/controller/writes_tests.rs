@@ -1,0 +1,256 @@
+//! The all-or-nothing writer against a fake API server (a `tower-test` mock service): what
+//! the writer sends, in which order, and how it reads the answers. What the real API server
+//! decides (admission, quotas, preconditions) is tested on the local cluster.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use kube::client::Body;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::*;
+use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
+use crate::metrics::Metrics;
+
+/// One request the writer sent.
+#[derive(Clone, Debug)]
+struct Call {
+    method: String,
+    /// The object's name (last path segment).
+    name: String,
+    dry_run: bool,
+    body: Value,
+}
+
+impl Call {
+    fn is(&self, method: &str, name: &str, dry_run: bool) -> bool {
+        self.method == method && self.name == name && self.dry_run == dry_run
+    }
+}
+
+/// A fake API server: answers each request with `answer` (status code, body), or with the
+/// object it was sent (plus a uid and resourceVersion), and records the calls.
+fn fake_api(
+    answer: impl Fn(&Call) -> Option<(u16, Value)> + Send + 'static,
+) -> (Api<ManagedOSVersion>, Arc<Mutex<Vec<Call>>>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let record = calls.clone();
+    tokio::spawn(async move {
+        let mut handle = std::pin::pin!(handle);
+        while let Some((request, send)) = handle.next_request().await {
+            let uri = request.uri().clone();
+            let method = request.method().to_string();
+            let bytes = request
+                .into_body()
+                .collect_bytes()
+                .await
+                .unwrap_or_default();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            // A create names the object in its body, every other request in its path.
+            let name = match body["metadata"]["name"].as_str() {
+                Some(n) if method == "POST" => n.to_string(),
+                _ => uri.path().rsplit('/').next().unwrap_or_default().into(),
+            };
+            let call = Call {
+                method,
+                name,
+                // Writes ask in the query, deletes in their body (DeleteOptions).
+                dry_run: uri.query().unwrap_or_default().contains("dryRun=All")
+                    || body["dryRun"] == json!(["All"]),
+                body,
+            };
+            record.lock().unwrap().push(call.clone());
+            let (code, body) = answer(&call).unwrap_or_else(|| (200, echo(&call)));
+            let response = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    (Api::namespaced(Client::new(service, "ns"), "ns"), calls)
+}
+
+/// The object written, as the API server would answer (a version of that name).
+fn echo(call: &Call) -> Value {
+    json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
+        "metadata": {"name": call.name, "namespace": "ns",
+                     "uid": format!("uid-{}", call.name), "resourceVersion": "100"},
+        "spec": call.body.get("spec").cloned().unwrap_or(json!({}))
+    })
+}
+
+fn refusal(code: u16, reason: &str, message: &str) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+               "message": message, "reason": reason, "code": code}),
+    )
+}
+
+fn version(name: &str, uid: Option<&str>) -> ManagedOSVersion {
+    let mut v = ManagedOSVersion::new(name, ManagedOSVersionSpec::default());
+    v.metadata.namespace = Some("ns".into());
+    v.metadata.uid = uid.map(str::to_string);
+    v
+}
+
+async fn write(
+    api: &Api<ManagedOSVersion>,
+    effects: &[Effect],
+    existing: &[Arc<ManagedOSVersion>],
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    let metrics = Metrics::default();
+    let in_flight = Semaphore::new(WRITES_IN_FLIGHT);
+    Writer {
+        api,
+        in_flight: &in_flight,
+        metrics: &metrics,
+    }
+    .write_all(effects, existing)
+    .await
+}
+
+fn creates(names: &[&str]) -> Vec<Effect> {
+    names
+        .iter()
+        .map(|n| Effect::ApplyVersion(Box::new(version(n, None))))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
+    // The third real write meets a quota; the first two are taken back.
+    let (api, calls) = fake_api(|c| {
+        (c.is("PATCH", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+    });
+    let mut effects = creates(&["a", "b", "c"]);
+    effects.push(Effect::DeleteVersion {
+        name: "old".into(),
+        uid: "uid-old".into(),
+    });
+    let existing = vec![Arc::new(version("old", Some("uid-old")))];
+    let err = write(&api, &effects, &existing).await.unwrap_err();
+    let Error::Write { what, undo, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(what, "apply version c");
+    assert_eq!(
+        undo,
+        "the sync's 2 earlier writes were undone, so nothing was changed"
+    );
+    let calls = calls.lock().unwrap().clone();
+    // Every write was first a dry run; the delete was never made for real.
+    assert!(calls[..4].iter().all(|c| c.dry_run), "{calls:#?}");
+    assert!(!calls.iter().any(|c| c.is("DELETE", "old", false)));
+    // The undo came after the three real writes, newest first, each by uid.
+    let undo: Vec<(&str, &str)> = calls[7..]
+        .iter()
+        .map(|c| (c.method.as_str(), c.name.as_str()))
+        .collect();
+    assert_eq!(undo, [("DELETE", "b"), ("DELETE", "a")]);
+    assert_eq!(calls[7].body["preconditions"]["uid"], "uid-b");
+}
+
+#[tokio::test]
+async fn a_write_the_dry_run_refuses_changes_nothing() {
+    let (api, calls) = fake_api(|c| {
+        (c.name == "b" && c.dry_run).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
+    });
+    let err = write(&api, &creates(&["a", "b", "c"]), &[])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::DryRun { what, .. } if what == "apply version b"),
+        "{err:?}"
+    );
+    assert_eq!(err.class(), crate::failure::ErrorClass::Refused);
+    assert!(
+        err.to_string()
+            .starts_with("the API server refuses to apply version b (found by a dry run; nothing was changed): spec.type: Unsupported"),
+        "{err}"
+    );
+    assert!(calls.lock().unwrap().iter().all(|c| c.dry_run));
+}
+
+#[tokio::test]
+async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
+    // The create-only apply carries the placeholder resourceVersion; the API server's 409
+    // is reworded.
+    let (api, calls) = fake_api(|c| {
+        (c.is("PATCH", "a", false)).then(|| {
+            refusal(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified",
+            )
+        })
+    });
+    let err = write(&api, &creates(&["a"]), &[]).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "apply version a: version a was created by someone else during the sync; nothing was changed"
+    );
+    let calls = calls.lock().unwrap().clone();
+    assert!(calls[0].method == "POST" && calls[0].dry_run, "{calls:#?}");
+    assert_eq!(calls[1].body["metadata"]["resourceVersion"], "1");
+}
+
+#[tokio::test]
+async fn updates_and_flags_carry_the_uid_and_deletes_go_last() {
+    let (api, calls) = fake_api(|_| None);
+    let existing = vec![
+        Arc::new(version("kept", Some("uid-kept"))),
+        Arc::new(version("gone", Some("uid-gone"))),
+    ];
+    let effects = vec![
+        Effect::DeleteVersion {
+            name: "gone".into(),
+            uid: "uid-gone".into(),
+        },
+        Effect::ApplyVersion(Box::new(version("kept", Some("uid-kept")))),
+        Effect::MarkVersion {
+            name: "kept".into(),
+            uid: "uid-kept".into(),
+            no_longer_in_sync: false,
+        },
+    ];
+    let written = write(&api, &effects, &existing).await.unwrap();
+    assert_eq!(written.len(), 3);
+    let calls = calls.lock().unwrap().clone();
+    let real: Vec<&Call> = calls.iter().filter(|c| !c.dry_run).collect();
+    assert_eq!(real.last().map(|c| c.method.as_str()), Some("DELETE"));
+    let update = real
+        .iter()
+        .find(|c| c.method == "PATCH" && c.body.get("spec").is_some());
+    assert_eq!(update.unwrap().body["metadata"]["uid"], "uid-kept");
+    let mark = real
+        .iter()
+        .find(|c| c.body["metadata"].get("annotations").is_some())
+        .unwrap();
+    assert_eq!(mark.body["metadata"]["uid"], "uid-kept");
+}
+
+#[tokio::test]
+async fn a_failed_undo_says_which_versions_it_could_not_take_back() {
+    let (api, _) = fake_api(|c| {
+        if c.is("PATCH", "b", false) {
+            Some(refusal(403, "Forbidden", "exceeded quota"))
+        } else if c.is("DELETE", "a", false) {
+            Some(refusal(503, "ServiceUnavailable", "etcd is down"))
+        } else {
+            None
+        }
+    });
+    let err = write(&api, &creates(&["a", "b"]), &[]).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("undoing the sync's earlier writes failed for a: etcd is down"),
+        "{err}"
+    );
+}

@@ -1,0 +1,96 @@
+//! Channel data: invalid data, conflicts, duplicates, limits.
+
+use super::*;
+
+#[test]
+fn invalid_data_fails_the_sync_and_touches_no_version() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let log = framed("[{\"metadata\": {\"name\": \"foo\"},");
+    let existing = [existing_version(
+        &ch,
+        versions::desired(
+            &ch,
+            &config::resolve(&ch.spec).unwrap(),
+            &ChannelVersion {
+                name: "old".into(),
+                labels: Default::default(),
+                annotations: Default::default(),
+                spec: versions::spec_of(json!({"type": "iso", "metadata": {"uri": "u"}})),
+            },
+        ),
+    )];
+    let d = reading(&ch, &pod, &log, &existing, t(3));
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    let r = ready(&d);
+    assert_eq!(r.reason, "FailedToSync");
+    assert!(
+        r.message.starts_with(
+            "invalid channel data: line 1, column 30: not valid JSON, the data ends too early"
+        ),
+        "{}",
+        r.message
+    );
+}
+
+#[test]
+fn a_conflicting_version_fails_the_sync_before_any_write() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let mut foreign: ManagedOSVersion = serde_json::from_value(json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
+        "metadata": {"name": "bar", "namespace": "ns"}, "spec": {"type": "iso"}
+    }))
+    .unwrap();
+    foreign
+        .annotations_mut()
+        .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
+    let log = framed(SAMPLE);
+    let d = reading(&ch, &pod, &log, std::slice::from_ref(&foreign), t(3));
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(
+        ready(&d)
+            .message
+            .contains("version \"bar\" already exists and is not controlled by any channel"),
+        "{}",
+        ready(&d).message
+    );
+}
+
+#[test]
+fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let data = r#"[
+        {"metadata":{"name":"foo"},"spec":{"type":"container","version":"v1","metadata":{"upgradeImage":"a:v1"}}},
+        {"metadata":{"name":"bar"},"spec":{"type":"container","version":"v2","metadata":{"upgradeImage":"a:v2"}}},
+        {"metadata":{"name":"foo"},"spec":{"type":"iso","version":"v1","metadata":{"uri":"http://x/v1.iso"}}}
+    ]"#;
+    let d = reading(&ch, &pod, &framed(data), &[], t(3));
+    assert_eq!(
+        descriptions(&d),
+        ["apply version foo", "apply version bar", "delete pod chan"]
+    );
+    let Effect::ApplyVersion(foo) = &d.effects[0] else {
+        unreachable!()
+    };
+    assert_eq!(foo.spec.type_, "iso", "the last entry wins");
+    let r = ready(&d);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Synchronized")
+    );
+    assert!(
+        r.message
+            .ends_with("duplicate names in the channel data, the last entry of each was used: foo"),
+        "{}",
+        r.message
+    );
+    let warning = d
+        .events
+        .iter()
+        .find(|n| n.warning)
+        .expect("a Warning event");
+    assert_eq!(warning.reason, "DuplicateVersions");
+    assert!(warning.message.ends_with("foo"), "{}", warning.message);
+}

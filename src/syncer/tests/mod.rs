@@ -1,0 +1,214 @@
+//! Unit tests of the decision core: observations in, decisions out, no cluster. The
+//! fixtures are here; the tests are grouped by concern in the modules below.
+
+use super::*;
+use crate::api::{CHANNEL_LABEL, NO_LONGER_IN_SYNC_ANNOTATION};
+use crate::channel::ChannelVersion;
+pub(crate) use crate::failure::{ErrorClass, SyncFailure};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+pub(crate) use serde_json::{Value, json};
+
+mod data;
+mod json;
+mod pods;
+mod status;
+mod timing;
+
+pub(crate) fn channel(spec: Value) -> ManagedOSVersionChannel {
+    let mut ch = ManagedOSVersionChannel::new("chan", serde_json::from_value(spec).unwrap());
+    ch.metadata.namespace = Some("ns".into());
+    ch.metadata.uid = Some("uid-1".into());
+    ch.metadata.generation = Some(1);
+    ch
+}
+
+/// A version as the API server shows it after the operator applied `v`: with a uid and
+/// the operator's `managedFields` entry.
+pub(crate) fn existing_version(
+    ch: &ManagedOSVersionChannel,
+    mut v: ManagedOSVersion,
+) -> ManagedOSVersion {
+    v.metadata.uid = Some(format!("{}-uid", v.name_any()));
+    v.metadata.namespace = ch.namespace();
+    v.metadata.managed_fields = Some(vec![applied_by_operator(&v)]);
+    v
+}
+
+/// Versions as the watch cache shares them.
+pub(crate) fn arcs(versions: &[ManagedOSVersion]) -> Vec<Arc<ManagedOSVersion>> {
+    versions.iter().cloned().map(Arc::new).collect()
+}
+
+/// The `managedFields` entry of an apply of `v` by the operator.
+pub(crate) fn applied_by_operator(v: &ManagedOSVersion) -> ManagedFieldsEntry {
+    fn field_set(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, v)| (format!("f:{k}"), field_set(v)))
+                    .collect(),
+            ),
+            _ => json!({}),
+        }
+    }
+    let fields = json!({
+        "f:metadata": {
+            "f:labels": field_set(&json!(v.labels())),
+            "f:annotations": field_set(&json!(v.annotations())),
+        },
+        "f:spec": field_set(&serde_json::to_value(&v.spec).unwrap()),
+    });
+    ManagedFieldsEntry {
+        manager: Some(crate::api::FIELD_MANAGER.into()),
+        operation: Some("Apply".into()),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(FieldsV1(fields)),
+        ..Default::default()
+    }
+}
+
+pub(crate) const SAMPLE: &str = r#"[{"metadata":{"name":"foo"},"spec":{"version":"v1","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v1"}}},{"metadata":{"name":"bar"},"spec":{"version":"v2","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v2"}}}]"#;
+
+pub(crate) fn settings() -> Settings {
+    Settings {
+        operator_image: "rancheros-operator:dev".into(),
+        sync_timeout: Duration::from_secs(300),
+        max_output_bytes: 1 << 20,
+        retry_delay: Duration::from_secs(10),
+        max_concurrent_syncs: 10,
+        json_cache_bytes: 1 << 20,
+        max_versions_per_channel: 10_000,
+        syncer_image_pull_secrets: Vec::new(),
+    }
+}
+
+/// A failure the I/O layer met (an API error), as it reaches the decision core.
+pub(crate) fn api_failure(message: &str) -> SyncFailure {
+    SyncFailure::Api {
+        class: ErrorClass::Retryable,
+        message: message.into(),
+    }
+}
+
+pub(crate) fn sample_channel() -> ManagedOSVersionChannel {
+    channel(json!({
+        "type": "custom",
+        "options": {"image": "runner:1", "command": ["/bin/bash", "-c", "--"], "args": ["echo hi > /output/data"],
+                    "mountPath": "/output", "outputFile": "/output/data"},
+        "upgradeContainer": {}
+    }))
+}
+
+pub(crate) fn t(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).unwrap()
+}
+
+pub(crate) fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
+    Observation {
+        channel: ch,
+        pod: None,
+        display_log: None,
+        runner_log: None,
+        fetched: None,
+        versions: None,
+        pod_create_error: None,
+        error: None,
+        queued: false,
+        now,
+    }
+}
+
+pub(crate) fn framed(data: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    display::write_framed(&mut out, data.as_bytes()).unwrap();
+    out
+}
+
+pub(crate) fn ready(d: &Decision) -> &Condition {
+    d.status
+        .as_ref()
+        .expect("a status")
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("a Ready condition")
+}
+
+/// The condition of this type the decision writes, if any.
+pub(crate) fn condition<'a>(d: &'a Decision, type_: &str) -> Option<&'a Condition> {
+    d.status.as_ref().expect("a status").condition(type_)
+}
+
+/// The decision with only the pod observed.
+pub(crate) fn at_pod(ch: &ManagedOSVersionChannel, pod: &Pod, now: Timestamp) -> Decision {
+    decide(
+        &Observation {
+            pod: Some(pod),
+            ..obs(ch, now)
+        },
+        &settings(),
+    )
+}
+
+/// The decision once the display log and the versions are read too.
+pub(crate) fn reading(
+    ch: &ManagedOSVersionChannel,
+    pod: &Pod,
+    log: &[u8],
+    versions: &[ManagedOSVersion],
+    now: Timestamp,
+) -> Decision {
+    decide(
+        &Observation {
+            pod: Some(pod),
+            display_log: Some(log),
+            versions: Some(&arcs(versions)),
+            ..obs(ch, now)
+        },
+        &settings(),
+    )
+}
+
+pub(crate) fn descriptions(d: &Decision) -> Vec<String> {
+    d.effects.iter().map(Effect::describe).collect()
+}
+
+/// Runs `decide` like the controller does: applies the status it writes to the channel.
+pub(crate) fn with_status(ch: &ManagedOSVersionChannel, d: &Decision) -> ManagedOSVersionChannel {
+    let mut ch = ch.clone();
+    if let Some(s) = &d.status {
+        ch.status = Some(s.clone());
+    }
+    ch
+}
+
+/// The syncer pod as the API would show it, `age` seconds after `created`.
+pub(crate) fn pod_in(ch: &ManagedOSVersionChannel, created: Timestamp, status: Value) -> Pod {
+    let d = decide(&obs(ch, created), &settings());
+    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
+        panic!("expected a pod to be created: {d:?}")
+    };
+    let mut pod = (**pod).clone();
+    pod.metadata.uid = Some("pod-uid".into());
+    pod.metadata.creation_timestamp = Some(Time(created));
+    pod.status = Some(serde_json::from_value(status).unwrap());
+    pod
+}
+
+pub(crate) fn ready_pod_status() -> Value {
+    json!({
+        "phase": "Running",
+        "initContainerStatuses": [{"name": "runner", "ready": true, "restartCount": 0, "image": "", "imageID": "",
+            "state": {"terminated": {"exitCode": 0}}}],
+        "containerStatuses": [{"name": "display", "ready": true, "restartCount": 0, "image": "", "imageID": "",
+            "state": {"running": {}}}]
+    })
+}
+
+pub(crate) fn runner_failed_status(code: i32) -> Value {
+    json!({
+        "phase": "Failed",
+        "initContainerStatuses": [{"name": "runner", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+            "state": {"terminated": {"exitCode": code, "reason": "Error"}}}]
+    })
+}

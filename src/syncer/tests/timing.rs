@@ -1,0 +1,260 @@
+//! When syncs happen: intervals, on-demand requests, backoff, the queue, API errors.
+
+use super::*;
+
+#[test]
+fn the_next_sync_is_due_one_interval_after_the_last() {
+    let ch = sample_channel();
+    let mut ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let log = framed(SAMPLE);
+    let d = reading(&ch, &pod, &log, &[], t(5));
+    ch = with_status(&ch, &d);
+    // Restarts and status echoes: nothing to do until the interval is up.
+    let d = decide(&obs(&ch, t(65)), &settings());
+    assert_eq!(d.effects, vec![]);
+    assert_eq!(d.requeue, Some(Duration::from_secs(3540)));
+    // Due: a new pod.
+    let d = decide(&obs(&ch, t(3605)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+}
+
+#[test]
+fn on_demand_annotation_and_spec_changes_sync_at_once() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let log = framed(SAMPLE);
+    let d = reading(&ch, &pod, &log, &[], t(5));
+    let ch = with_status(&ch, &d);
+
+    let mut requested = ch.clone();
+    requested
+        .annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "now-1".into());
+    let d = decide(&obs(&requested, t(10)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    assert_eq!(
+        d.status.as_ref().unwrap().sync_requested_at.as_deref(),
+        Some("now-1")
+    );
+    // The same value again is not a new request.
+    let requested = with_status(&requested, &d);
+    let mut after_sync = requested.clone();
+    after_sync.status.as_mut().unwrap().conditions = ch.status.as_ref().unwrap().conditions.clone();
+    let d = decide(&obs(&after_sync, t(20)), &settings());
+    assert_eq!(d.effects, vec![]);
+
+    let mut changed = ch.clone();
+    changed.metadata.generation = Some(2);
+    let d = decide(&obs(&changed, t(10)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+}
+
+#[test]
+fn failures_back_off_exponentially_then_wait_for_the_interval() {
+    let mut ch = sample_channel();
+    let mut now = 0;
+    let mut waits = vec![];
+    for _ in 0..5 {
+        let start = decide(&obs(&ch, t(now)), &settings());
+        assert_eq!(descriptions(&start), ["create pod chan"], "at {now}");
+        ch = with_status(&ch, &start);
+        let pod = pod_in(&ch, t(now), runner_failed_status(1));
+        let d = decide(
+            &Observation {
+                pod: Some(&pod),
+                runner_log: Some(""),
+                ..obs(&ch, t(now + 1))
+            },
+            &settings(),
+        );
+        ch = with_status(&ch, &d);
+        let wait = d.requeue.unwrap();
+        waits.push(wait.as_secs());
+        // Nothing starts before the wait is over.
+        let early = decide(
+            &obs(&ch, t(now + 1 + wait.as_secs() as i64 - 1)),
+            &settings(),
+        );
+        assert_eq!(early.effects, vec![]);
+        now += 1 + wait.as_secs() as i64;
+    }
+    assert_eq!(waits, [10, 20, 40, 3600, 3600]);
+    assert_eq!(
+        ch.status.as_ref().unwrap().failed_synchronization_attempts,
+        5
+    );
+    assert!(
+        ready(&Decision {
+            status: ch.status.clone(),
+            ..Default::default()
+        })
+        .message
+        .ends_with("(5 failures in a row; next try in 1h (the sync interval))")
+    );
+}
+
+#[test]
+fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
+    let mut ch = sample_channel();
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-1".into());
+    let d = decide(&obs(&ch, t(0)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    let mut ch = with_status(&ch, &d);
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    // A new request arrives while the pod runs; its data predates the request.
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-2".into());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
+    assert_eq!(ready(&d).reason, "Synchronized");
+    assert_eq!(
+        d.status.as_ref().unwrap().sync_requested_at.as_deref(),
+        Some("req-1")
+    );
+    let ch = with_status(&ch, &d);
+    // Pod gone: the pending request starts one more sync...
+    let d = decide(&obs(&ch, t(6)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    let ch = with_status(&ch, &d);
+    let pod = pod_in(&ch, t(6), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(10));
+    let ch = with_status(&ch, &d);
+    // ...and only one.
+    let d = decide(&obs(&ch, t(12)), &settings());
+    assert_eq!(d.effects, vec![]);
+    assert_eq!(d.requeue, Some(Duration::from_secs(3600 - 2)));
+}
+
+#[test]
+fn an_api_error_is_a_failed_attempt_that_backs_off() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            error: Some(&api_failure(
+                "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
+            )),
+            ..obs(&ch, t(3))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(
+        matches!(
+            &d.outcome,
+            Some(Outcome::Failed(SyncFailure::Api {
+                class: ErrorClass::Retryable,
+                ..
+            }))
+        ),
+        "{:?}",
+        d.outcome
+    );
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    assert_eq!(
+        d.status.as_ref().unwrap().failed_synchronization_attempts,
+        1
+    );
+    assert_eq!(d.events.len(), 1);
+    assert_eq!(d.requeue, Some(Duration::from_secs(10)));
+    // The status write wakes the controller again: it waits out the backoff.
+    let ch = with_status(&ch, &d);
+    let d = decide(&obs(&ch, t(5)), &settings());
+    assert_eq!(
+        (d.effects.len(), d.requeue),
+        (0, Some(Duration::from_secs(8)))
+    );
+}
+
+#[test]
+fn a_disabled_channel_whose_writes_fail_backs_off_instead_of_looping() {
+    let mut ch = sample_channel();
+    ch.spec.enabled = Some(false);
+    let d = decide(
+        &Observation {
+            error: Some(&api_failure(
+                "flag version foo: admission webhook denied the request",
+            )),
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    let ch = with_status(&ch, &d);
+    for now in [1, 5, 9] {
+        let d = decide(&obs(&ch, t(now)), &settings());
+        assert_eq!(d.effects, vec![], "at {now}s");
+        assert_eq!(d.status, None, "at {now}s");
+        assert_eq!(d.requeue, Some(Duration::from_secs(10 - now as u64)));
+    }
+    // After the backoff the disabled channel is handled again.
+    let d = decide(&obs(&ch, t(10)), &settings());
+    assert!(d.needs.versions, "{d:?}");
+}
+
+#[test]
+fn a_due_sync_without_a_free_slot_is_queued() {
+    let ch = sample_channel();
+    let d = decide(
+        &Observation {
+            queued: true,
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(d.effects, vec![]);
+    let reconciling = condition(&d, RECONCILING).expect("Reconciling");
+    assert_eq!(
+        (reconciling.status.as_str(), reconciling.reason.as_str()),
+        ("True", "Synchronizing")
+    );
+    assert!(
+        reconciling
+            .message
+            .starts_with("queued: waiting for a free sync slot"),
+        "{}",
+        reconciling.message
+    );
+    // Woken when its turn comes; the look now and then costs no API request.
+    assert_eq!(d.requeue, Some(Duration::from_secs(30)));
+    // Queued again: nothing new to write.
+    let ch = with_status(&ch, &d);
+    let d = decide(
+        &Observation {
+            queued: true,
+            ..obs(&ch, t(2))
+        },
+        &settings(),
+    );
+    assert_eq!((d.status, d.events.len()), (None, 0));
+    // A slot frees up: the pod is created.
+    let d = decide(&obs(&ch, t(4)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+}
+
+#[test]
+fn a_refused_version_write_fails_the_sync() {
+    let ch = sample_channel();
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            error: Some(&api_failure("apply version foo: forbidden")),
+            ..obs(&ch, t(3))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    let r = ready(&d);
+    assert_eq!(r.reason, "FailedToSync");
+    assert!(
+        r.message
+            .starts_with("apply version foo: forbidden (attempt 1"),
+        "{}",
+        r.message
+    );
+}

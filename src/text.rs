@@ -1,0 +1,91 @@
+//! Shortening text for status messages and Events: one implementation, so that every
+//! message stays within its bound and never cuts a character in two.
+
+/// What marks text that was cut.
+const ELLIPSIS: &str = "...";
+
+/// The start of `s` in at most `max` bytes, `...` included when it was cut.
+pub fn head(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(ELLIPSIS.len());
+    while !s.is_char_boundary(end) {
+        end = end.saturating_sub(1);
+    }
+    let kept = s.get(..end).unwrap_or_default();
+    let mut out = String::with_capacity(max);
+    out.push_str(kept);
+    // `max` below the ellipsis' own length: what fits of it.
+    out.push_str(ELLIPSIS.get(..max.min(ELLIPSIS.len())).unwrap_or_default());
+    out
+}
+
+/// The end of `s` in at most `max` bytes, `...` first when it was cut.
+pub fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(ELLIPSIS.len());
+    let mut start = s.len().saturating_sub(keep);
+    while !s.is_char_boundary(start) {
+        start = start.saturating_add(1);
+    }
+    let kept = s.get(start..).unwrap_or_default();
+    let mut out = String::with_capacity(max);
+    out.push_str(ELLIPSIS.get(..max.min(ELLIPSIS.len())).unwrap_or_default());
+    out.push_str(kept);
+    out
+}
+
+/// The most items a list in a message names.
+pub const LIST_MAX: usize = 10;
+
+/// `a, b, c`, or the first [`LIST_MAX`] and `and N more`: a message stays bounded however
+/// many items there are.
+pub fn list<S: AsRef<str>>(items: &[S], separator: &str) -> String {
+    let shown: Vec<&str> = items.iter().take(LIST_MAX).map(AsRef::as_ref).collect();
+    let mut out = shown.join(separator);
+    let rest = items.len().saturating_sub(LIST_MAX);
+    if rest > 0 {
+        out.push_str(&format!("{separator}and {rest} more"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_keeps_whole_characters_within_the_bound() {
+        assert_eq!(head("héllo wörld", 8), "héll...");
+        assert_eq!(head("short", 10), "short");
+        for max in 0..12 {
+            let h = head("€€€€", max);
+            assert!(h.len() <= max, "{max}: {h:?}");
+        }
+        assert_eq!(head("€€€€", 2), "..");
+        assert_eq!(head("€€€€", 6), "€...");
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        assert_eq!(tail("0123456789", 7), "...6789");
+        assert_eq!(tail("ab", 7), "ab");
+        for max in 0..14 {
+            let t = tail("ééééé€", max);
+            assert!(t.len() <= max, "{max}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn lists_name_ten_and_count_the_rest() {
+        let names: Vec<String> = (0..25).map(|i| format!("v{i}")).collect();
+        let l = list(&names, ", ");
+        assert!(l.starts_with("v0, v1,"), "{l}");
+        assert!(l.ends_with("v9, and 15 more"), "{l}");
+        assert_eq!(list(&["a", "b"], "; "), "a; b");
+        assert_eq!(list::<&str>(&[], ", "), "");
+    }
+}
