@@ -94,3 +94,51 @@ fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event()
     assert_eq!(warning.reason, "DuplicateVersions");
     assert!(warning.message.ends_with("foo"), "{}", warning.message);
 }
+
+#[test]
+fn more_versions_than_a_channel_may_list_fail_the_sync() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let settings = Settings {
+        max_versions_per_channel: 1,
+        ..settings()
+    };
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            display_log: Some(&framed(SAMPLE)),
+            versions: Some(&[]),
+            ..obs(&ch, t(5))
+        },
+        &settings,
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(
+        ready(&d)
+            .message
+            .starts_with("the channel data lists 2 versions, more than the operator allows per channel (1, --max-versions-per-channel)"),
+        "{}",
+        ready(&d).message
+    );
+}
+
+#[test]
+fn lists_in_messages_name_ten_and_count_the_rest() {
+    let items: Vec<String> = (0..30)
+        .flat_map(|i| {
+            let v = format!(
+                r#"{{"metadata":{{"name":"v{i}"}},"spec":{{"type":"container","metadata":{{"upgradeImage":"i:{i}"}}}}}}"#
+            );
+            [v.clone(), v]
+        })
+        .collect();
+    let data = format!("[{}]", items.join(","));
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(&data), &[], t(5));
+    let message = &ready(&d).message;
+    assert!(message.ends_with("v9, and 20 more"), "{message}");
+    assert!(!message.contains("v10"), "{message}");
+}

@@ -86,3 +86,33 @@ fn a_json_channel_ignores_a_foreign_pod_of_its_name() {
     let d = at_pod(&ch, &pod, t(0));
     assert!(d.needs.fetch.is_some(), "{d:?}");
 }
+
+#[test]
+fn a_json_body_that_breaks_a_rule_is_not_quoted() {
+    let ch = channel(json!({"type": "json", "options": {"uri": "http://10.0.0.1/c.json"}}));
+    let secret = "hunter2-Zq8x";
+    let body = Fetched::Body {
+        data: format!(r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"{secret}"}}}}]"#)
+            .into_bytes()
+            .into(),
+        etag: None,
+        last_modified: None,
+        not_modified: false,
+    };
+    let d = decide(
+        &Observation {
+            fetched: Some(&body),
+            versions: Some(&[]),
+            ..obs(&ch, t(0))
+        },
+        &settings(),
+    );
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    assert!(
+        ready(&d)
+            .message
+            .starts_with("invalid channel data: line 1")
+    );
+    assert!(!ready(&d).message.contains(secret), "{}", ready(&d).message);
+    assert!(d.events.iter().all(|e| !e.message.contains(secret)));
+}

@@ -374,3 +374,89 @@ fn an_error_of_the_display_container_is_reported_as_such() {
         ready(&d).message
     );
 }
+
+#[test]
+fn the_runner_image_digest_is_the_source_revision() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let mut status = ready_pod_status();
+    status["initContainerStatuses"][0]["imageID"] = json!("registry.local/os/channel@sha256:abc");
+    let pod = pod_in(&ch, t(0), status);
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
+    assert_eq!(
+        d.status.as_ref().unwrap().source_revision.as_deref(),
+        Some("registry.local/os/channel@sha256:abc")
+    );
+}
+
+#[test]
+fn the_runner_pulls_always_unless_the_channel_says_otherwise() {
+    let pull = |options: Value| {
+        let mut spec = json!({"type": "custom", "options": {"image": "runner:6.1-baremetal"}});
+        for (k, v) in options.as_object().unwrap() {
+            spec["options"][k] = v.clone();
+        }
+        let d = decide(&obs(&channel(spec), t(0)), &settings());
+        let Some(Effect::CreatePod(pod)) = d.effects.first() else {
+            panic!("{d:?}")
+        };
+        let runner = &pod.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0];
+        runner.image_pull_policy.clone()
+    };
+    assert_eq!(pull(json!({})).as_deref(), Some("Always"));
+    assert_eq!(
+        pull(json!({"imagePullPolicy": "IfNotPresent"})).as_deref(),
+        Some("IfNotPresent")
+    );
+}
+
+#[test]
+fn the_operator_image_pull_secret_reaches_every_syncer_pod() {
+    let ch = channel(json!({"type": "custom", "options": {"image": "runner:1",
+        "imagePullSecrets": [{"name": "channel-registry"}]}}));
+    let settings = Settings {
+        syncer_image_pull_secrets: vec!["operator-registry".into(), "channel-registry".into()],
+        ..settings()
+    };
+    let d = decide(&obs(&ch, t(0)), &settings);
+    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
+        panic!("{d:?}")
+    };
+    let names: Vec<&str> = pod
+        .spec
+        .as_ref()
+        .unwrap()
+        .image_pull_secrets
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["channel-registry", "operator-registry"]);
+}
+
+#[test]
+fn a_runner_that_reads_a_secret_keeps_its_output_out_of_status_and_events() {
+    let ch = channel(json!({"type": "custom", "options": {"image": "runner:1",
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}}]}}));
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let mut status = runner_failed_status(1);
+    status["initContainerStatuses"][0]["state"]["terminated"]["finishedAt"] =
+        json!("2023-11-14T22:13:22Z");
+    let pod = pod_in(&ch, t(0), status);
+    // The runner's log is not even read.
+    let d = at_pod(&ch, &pod, t(3));
+    assert!(!d.needs.runner_log, "{d:?}");
+    let message = &ready(&d).message;
+    assert!(message.contains("references a Secret"), "{message}");
+    assert!(message.contains("kubectl logs chan -c runner"), "{message}");
+    assert!(d.events.iter().all(|e| !e.message.contains("boom")));
+    // The pod is kept so that its log can be read...
+    assert_eq!(d.effects, vec![]);
+    let ch = with_status(&ch, &d);
+    // ...not reported twice while the backoff runs...
+    let d = at_pod(&ch, &pod, t(5));
+    assert_eq!((d.effects.len(), d.status.is_none()), (0, true), "{d:?}");
+    // ...and deleted when the next sync is due.
+    let d = at_pod(&ch, &pod, t(14));
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+}

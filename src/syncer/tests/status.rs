@@ -87,3 +87,181 @@ fn transition_time_moves_only_when_the_status_does() {
     );
     assert_eq!(ready(&again).last_transition_time, Time(t(7)));
 }
+
+/// A channel that synced once at t(0)..t(5), and its versions.
+fn synced_once() -> (ManagedOSVersionChannel, Vec<ManagedOSVersion>) {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
+    assert_eq!(ready(&d).reason, "Synchronized");
+    let ch = with_status(&ch, &d);
+    let cfg = config::resolve(&ch.spec).unwrap();
+    let versions = channel::parse(SAMPLE.as_bytes())
+        .unwrap()
+        .versions
+        .iter()
+        .map(|item| existing_version(&ch, versions::desired(&ch, &cfg, item)))
+        .collect();
+    (ch, versions)
+}
+
+#[test]
+fn a_routine_resync_keeps_ready_and_shows_reconciling_while_it_runs() {
+    let (ch, versions) = synced_once();
+    let before = ch
+        .status
+        .as_ref()
+        .unwrap()
+        .condition(READY)
+        .unwrap()
+        .clone();
+    assert_eq!(before.status, "True");
+    // The interval is up: a resync starts; Ready still tells the last outcome.
+    let d = decide(&obs(&ch, t(3605)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    assert_eq!(ready(&d), &before);
+    let reconciling = condition(&d, RECONCILING).expect("Reconciling");
+    assert_eq!(reconciling.status, "True");
+    assert_eq!(condition(&d, STALLED), None);
+    let ch = with_status(&ch, &d);
+    // While the pod works, the status does not change.
+    let pod = pod_in(&ch, t(3605), json!({"phase": "Pending"}));
+    assert_eq!(at_pod(&ch, &pod, t(3606)).status, None);
+    // It ends with nothing to change: Ready still True (same transition), Reconciling gone,
+    // and no Normal Event: the status says it all.
+    let pod = pod_in(&ch, t(3605), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(3610));
+    assert_eq!(ready(&d).status, "True");
+    assert_eq!(ready(&d).last_transition_time, before.last_transition_time);
+    assert_eq!(condition(&d, RECONCILING), None);
+    assert_eq!(d.events, vec![]);
+    let status = d.status.as_ref().unwrap();
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(status.next_sync_time, Some(Time(t(3610 + 3600))));
+}
+
+#[test]
+fn a_sync_that_changes_something_or_recovers_is_an_event() {
+    let (ch, versions) = synced_once();
+    // One version fewer in the data: a change.
+    let one = r#"[{"metadata":{"name":"foo"},"spec":{"version":"v1","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v1"}}}]"#;
+    let ch2 = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
+    let pod = pod_in(&ch2, t(3605), ready_pod_status());
+    let d = reading(&ch2, &pod, &framed(one), &versions, t(3610));
+    assert_eq!(descriptions(&d), ["flag version bar", "delete pod chan"]);
+    assert_eq!(d.events.len(), 1, "{:?}", d.events);
+    assert!(!d.events[0].warning);
+    // A failure, then a success with nothing to change: the recovery is news.
+    let ch3 = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
+    let pod = pod_in(&ch3, t(3605), runner_failed_status(1));
+    let failed = decide(
+        &Observation {
+            pod: Some(&pod),
+            runner_log: Some("boom"),
+            ..obs(&ch3, t(3606))
+        },
+        &settings(),
+    );
+    let ch3 = with_status(&ch3, &failed);
+    let ch3 = with_status(&ch3, &decide(&obs(&ch3, t(3620)), &settings()));
+    let pod = pod_in(&ch3, t(3620), ready_pod_status());
+    let d = reading(&ch3, &pod, &framed(SAMPLE), &versions, t(3625));
+    assert_eq!(ready(&d).reason, "Synchronized");
+    assert_eq!(d.events.len(), 1, "{:?}", d.events);
+}
+
+#[test]
+fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
+    let (mut ch, versions) = synced_once();
+    let mut now = 3605;
+    for attempt in 1..=4 {
+        ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
+        let pod = pod_in(&ch, t(now), runner_failed_status(1));
+        let d = decide(
+            &Observation {
+                pod: Some(&pod),
+                runner_log: Some("boom"),
+                ..obs(&ch, t(now + 1))
+            },
+            &settings(),
+        );
+        let stalled = condition(&d, STALLED);
+        assert_eq!(stalled.is_some(), attempt >= 4, "attempt {attempt}");
+        assert_eq!(ready(&d).status, "False");
+        ch = with_status(&ch, &d);
+        now += 1 + d.requeue.unwrap().as_secs() as i64;
+    }
+    let stalled = ch.status.as_ref().unwrap().condition(STALLED).unwrap();
+    assert_eq!(stalled.reason, "FailedToSync");
+    assert!(
+        stalled.message.contains("4 failures in a row"),
+        "{}",
+        stalled.message
+    );
+    ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
+    let pod = pod_in(&ch, t(now), ready_pod_status());
+    let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(now + 2));
+    assert_eq!(condition(&d, STALLED), None);
+    assert_eq!(ready(&d).status, "True");
+}
+
+#[test]
+fn an_invalid_spec_stalls() {
+    let ch = channel(json!({"type": "custom", "options": {}}));
+    let d = decide(&obs(&ch, t(0)), &settings());
+    let stalled = condition(&d, STALLED).expect("Stalled");
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        ("True", "InvalidConfiguration")
+    );
+    assert_eq!(condition(&d, RECONCILING), None);
+}
+
+#[test]
+fn a_suspended_channel_is_paused_and_resumes_at_once() {
+    let (ch, versions) = synced_once();
+    let mut paused = ch.clone();
+    paused.spec.suspend = Some(true);
+    paused.spec.delete_no_longer_in_sync_versions = Some(true);
+    paused.metadata.generation = Some(2);
+    // A sync under way is stopped; nothing else happens, whatever is due.
+    let pod = pod_in(&ch, t(3605), json!({"phase": "Pending"}));
+    let d = decide(
+        &Observation {
+            pod: Some(&pod),
+            versions: Some(&arcs(&versions)),
+            ..obs(&paused, t(3605))
+        },
+        &settings(),
+    );
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(!d.needs.any());
+    let r = ready(&d);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Suspended")
+    );
+    assert!(
+        r.message
+            .contains("the last outcome: Synchronized: synchronized 2 versions"),
+        "{}",
+        r.message
+    );
+    assert_eq!(d.status.as_ref().unwrap().next_sync_time, None);
+    let paused = with_status(&paused, &d);
+    // Days later, on demand: still nothing.
+    let mut asked = paused.clone();
+    asked
+        .annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "now".into());
+    let d = decide(&obs(&asked, t(999_999)), &settings());
+    assert_eq!((d.effects.len(), d.status.is_none()), (0, true), "{d:?}");
+    // Resumed (a spec change): a sync at once.
+    let mut resumed = paused.clone();
+    resumed.spec.suspend = Some(false);
+    resumed.metadata.generation = Some(3);
+    let d = decide(&obs(&resumed, t(1_000_000)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    assert_eq!(ready(&d).status, "Unknown");
+}
