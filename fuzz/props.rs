@@ -370,3 +370,374 @@ pub fn duration_parse(data: &[u8]) {
         }
     }
 }
+
+/// Reads arbitrary bytes as a series of choices; past the end every choice is 0.
+struct Choices<'a>(&'a [u8]);
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        let (first, rest) = self.0.split_first().map_or((0, &[][..]), |(f, r)| (*f, r));
+        self.0 = rest;
+        first
+    }
+    fn pick<'t, T>(&mut self, items: &'t [T]) -> &'t T {
+        &items[usize::from(self.byte()) % items.len()]
+    }
+    fn flag(&mut self) -> bool {
+        self.byte() & 1 == 1
+    }
+    fn i64(&mut self) -> i64 {
+        let mut b = [0u8; 8];
+        for x in &mut b {
+            *x = self.byte();
+        }
+        i64::from_le_bytes(b)
+    }
+    /// The next `n` bytes (fewer at the end).
+    fn bytes(&mut self, n: usize) -> &[u8] {
+        let (head, rest) = self.0.split_at(n.min(self.0.len()));
+        self.0 = rest;
+        head
+    }
+}
+
+/// The decision core on arbitrary observations and times, asked again as the controller
+/// does while it needs more: it never panics, never loops, and keeps its promises (a failed
+/// or paused sync writes no version; a written status is for the current generation and
+/// says `Ready`; requeues stay within a year; messages stay bounded).
+pub fn syncer_decide(data: &[u8]) {
+    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel};
+    use rancheros_operator::failure::{ErrorClass, SyncFailure};
+    use rancheros_operator::syncer::{self, Effect, Fetched, Observation, Outcome, Settings};
+    use std::sync::Arc;
+
+    let mut c = Choices(data);
+    let time = |c: &mut Choices, base: i64| -> Timestamp {
+        let offset = match c.byte() % 4 {
+            0 => i64::from(c.byte()),
+            1 => -i64::from(c.byte()),
+            2 => c.i64() % 100_000_000_000,
+            _ => c.i64(),
+        };
+        Timestamp::from_second(
+            base.saturating_add(offset)
+                .clamp(-377_705_116_800, 253_402_207_199),
+        )
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+    };
+    let base = 1_700_000_000;
+    let durations = [
+        "",
+        "1s",
+        "0",
+        "0s",
+        "90s",
+        "1h",
+        "5124095576030431h",
+        "8760h",
+        "8761h",
+        "1ms",
+        "€",
+        "1.5h",
+        "-1s",
+    ];
+    let mut options = json!({"image": "runner:1"});
+    let custom = c.flag();
+    if !custom {
+        options =
+            json!({"uri": *c.pick(&["http://10.0.0.1/c.json", "https://x/y", "ftp://x", ""])});
+    }
+    let timeout = *c.pick(&durations);
+    if !timeout.is_empty() {
+        options["timeout"] = json!(timeout);
+    }
+    if c.flag() {
+        options["env"] =
+            json!([{"name": "T", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]);
+    }
+    if c.flag() {
+        options["securityContext"] = json!(*c.pick(&[
+            json!({"runAsUser": 0}),
+            json!({"privileged": true}),
+            json!({"runAsNonRoot": true, "runAsUser": 1000}),
+            json!({"capabilities": {"add": ["SYS_ADMIN"]}}),
+        ]));
+    }
+    let mut spec = json!({"type": if custom { "custom" } else { "json" }, "options": options});
+    let interval = *c.pick(&durations);
+    if !interval.is_empty() {
+        spec["syncInterval"] = json!(interval);
+    }
+    for key in ["enabled", "suspend", "deleteNoLongerInSyncVersions"] {
+        if c.byte() % 3 == 0 {
+            spec[key] = json!(c.flag());
+        }
+    }
+    let Ok(spec) = serde_json::from_value(spec) else {
+        return;
+    };
+    let mut ch = ManagedOSVersionChannel::new("chan", spec);
+    ch.metadata.namespace = Some("ns".into());
+    ch.metadata.uid = Some("uid-1".into());
+    let generation = *c.pick(&[1, 2, 7, i64::MAX, -1, 0]);
+    ch.metadata.generation = Some(generation);
+    if c.byte() % 8 == 0 {
+        ch.metadata.deletion_timestamp = Some(Time(time(&mut c, base)));
+    }
+    if c.flag() {
+        ch.metadata.annotations.get_or_insert_default().insert(
+            "rancheros.cattle.io/sync-requested-at".into(),
+            c.pick(&["a", "b"]).to_string(),
+        );
+    }
+    if c.flag() {
+        let reasons = [
+            "Synchronized",
+            "Synchronizing",
+            "FailedToSync",
+            "FailedToCreatePod",
+            "InvalidConfiguration",
+            "ChannelDisabled",
+            "Suspended",
+            "Other",
+        ];
+        let mut conditions = Vec::new();
+        for type_ in ["Ready", "Reconciling", "Stalled"] {
+            if c.byte() % 3 != 0 {
+                conditions.push(json!({
+                    "type": type_, "status": *c.pick(&["True", "False", "Unknown"]),
+                    "reason": *c.pick(&reasons), "message": "m",
+                    "observedGeneration": *c.pick(&[generation, generation.wrapping_sub(1), 0]),
+                    "lastTransitionTime": Time(time(&mut c, base)),
+                }));
+            }
+        }
+        let status = json!({
+            "conditions": conditions,
+            "failedSynchronizationAttempts": *c.pick(&[0, 1, 3, 4, 5, i64::MAX, -1, i64::MIN]),
+            "lastSyncAttemptTime": Time(time(&mut c, base)),
+            "syncRequestedAt": *c.pick(&["a", "b"]),
+        });
+        ch.status = serde_json::from_value(status).ok();
+    }
+    let settings = Settings {
+        operator_image: "op:1".into(),
+        sync_timeout: *c.pick(&[
+            Duration::from_secs(300),
+            Duration::from_secs(1),
+            Duration::MAX,
+        ]),
+        max_output_bytes: *c.pick(&[1 << 20, 16, u64::MAX]),
+        retry_delay: *c.pick(&[Duration::from_secs(10), Duration::ZERO, Duration::MAX]),
+        max_concurrent_syncs: 10,
+        json_cache_bytes: 1 << 20,
+        max_versions_per_channel: *c.pick(&[10_000, 1, 0]),
+        syncer_image_pull_secrets: Vec::new(),
+    };
+    // The pod named after the channel: none, ours (the decision's own shape), or a stranger.
+    let pod: Option<Pod> = match c.byte() % 3 {
+        0 => None,
+        n => {
+            let probe = syncer::decide(
+                &Observation {
+                    channel: &ch,
+                    pod: None,
+                    display_log: None,
+                    runner_log: None,
+                    fetched: None,
+                    versions: None,
+                    pod_create_error: None,
+                    error: None,
+                    queued: false,
+                    now: Timestamp::from_second(base).unwrap_or(Timestamp::UNIX_EPOCH),
+                },
+                &settings,
+            );
+            let mut pod = probe
+                .effects
+                .iter()
+                .find_map(|e| match e {
+                    Effect::CreatePod(p) => Some((**p).clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            pod.metadata.name = Some("chan".into());
+            pod.metadata.uid = Some("pod-uid".into());
+            if n == 2 {
+                pod.metadata.owner_references = None;
+            }
+            pod.metadata.creation_timestamp = Some(Time(time(&mut c, base)));
+            if c.byte() % 6 == 0 {
+                pod.metadata.deletion_timestamp = Some(Time(time(&mut c, base)));
+            }
+            let finished = Time(time(&mut c, base));
+            let code = i32::from(c.byte()) - 1;
+            let status = match c.byte() % 5 {
+                0 => json!({"phase": "Pending"}),
+                1 => {
+                    json!({"phase": "Failed", "initContainerStatuses": [{"name": "runner", "ready": false,
+                    "restartCount": 0, "image": "", "imageID": "sha256:x",
+                    "state": {"terminated": {"exitCode": code, "finishedAt": finished}}}]})
+                }
+                2 => json!({"phase": "Running",
+                    "initContainerStatuses": [{"name": "runner", "ready": true, "restartCount": 0,
+                        "image": "", "imageID": "", "state": {"terminated": {"exitCode": 0}}}],
+                    "containerStatuses": [{"name": "display", "ready": true, "restartCount": 0,
+                        "image": "", "imageID": "", "state": {"running": {}}}]}),
+                3 => {
+                    json!({"phase": "Running", "containerStatuses": [{"name": "display", "ready": false,
+                    "restartCount": 0, "image": "", "imageID": "",
+                    "state": {"terminated": {"exitCode": code}}}]})
+                }
+                _ => {
+                    json!({"phase": "Failed", "reason": "DeadlineExceeded", "message": "€".repeat(100)})
+                }
+            };
+            pod.status = serde_json::from_value(status).ok();
+            Some(pod)
+        }
+    };
+    let version_names = ["foo", "bar", "baz"];
+    let versions: Vec<Arc<ManagedOSVersion>> = (0..c.byte() % 4)
+        .map(|i| {
+            let mut v =
+                ManagedOSVersion::new(version_names[usize::from(i) % 3], Default::default());
+            v.metadata.namespace = Some("ns".into());
+            v.metadata.uid = Some(format!("v{i}"));
+            if c.flag() {
+                v.metadata.owner_references = ch.metadata.uid.as_ref().map(|uid| {
+                    vec![
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                            api_version: "rancheros.cattle.io/v1".into(),
+                            kind: "ManagedOSVersionChannel".into(),
+                            name: "chan".into(),
+                            uid: uid.clone(),
+                            controller: Some(true),
+                            ..Default::default()
+                        },
+                    ]
+                });
+            }
+            Arc::new(v)
+        })
+        .collect();
+    let failure = SyncFailure::Api {
+        class: ErrorClass::Retryable,
+        message: "boom".into(),
+    };
+    let error = (c.byte() % 8 == 0).then_some(&failure);
+    let pod_create_error = (c.byte() % 8 == 0).then_some(&failure);
+    let queued = c.byte() % 4 == 0;
+    let now = time(&mut c, base);
+    // What the rest of the bytes are, when asked: the display log or the fetched body.
+    let rest = c.bytes(usize::MAX).to_vec();
+    let mut framed = Vec::new();
+    let _ = display::write_framed(&mut framed, &rest);
+    let fetched = Fetched::Body {
+        data: rest.clone().into(),
+        etag: Some("\"e\"".into()),
+        last_modified: None,
+        not_modified: rest.first().is_some_and(|b| b % 2 == 1),
+    };
+    let log = String::from_utf8_lossy(&rest).into_owned();
+
+    let mut obs = Observation {
+        channel: &ch,
+        pod: pod.as_ref(),
+        display_log: None,
+        runner_log: None,
+        fetched: None,
+        versions: None,
+        pod_create_error,
+        error,
+        queued,
+        now,
+    };
+    let mut decision = syncer::decide(&obs, &settings);
+    for _round in 0..4 {
+        let needs = decision.needs.clone();
+        if !needs.any() {
+            break;
+        }
+        assert!(
+            !(needs.display_log && obs.display_log.is_some())
+                && !(needs.runner_log && obs.runner_log.is_some())
+                && !(needs.versions && obs.versions.is_some())
+                && !(needs.fetch.is_some() && obs.fetched.is_some()),
+            "asked again for what it was given: {needs:?}"
+        );
+        if needs.display_log {
+            obs.display_log = Some(if rest.first() == Some(&0) {
+                &rest
+            } else {
+                &framed
+            });
+        }
+        if needs.runner_log {
+            obs.runner_log = Some(&log);
+        }
+        if needs.versions {
+            obs.versions = Some(&versions);
+        }
+        if needs.fetch.is_some() {
+            obs.fetched = Some(&fetched);
+        }
+        decision = syncer::decide(&obs, &settings);
+    }
+    assert!(
+        !decision.needs.any(),
+        "still needs more after every need was met: {decision:?}"
+    );
+
+    let writes_versions = decision.effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::ApplyVersion(_) | Effect::MarkVersion { .. } | Effect::DeleteVersion { .. }
+        )
+    });
+    let creates = decision
+        .effects
+        .iter()
+        .filter(|e| matches!(e, Effect::CreatePod(_)))
+        .count();
+    assert!(creates <= 1, "{decision:?}");
+    if matches!(decision.outcome, Some(Outcome::Failed(_))) {
+        assert!(
+            !writes_versions,
+            "a failed sync writes versions: {decision:?}"
+        );
+    }
+    if ch.spec.suspend == Some(true) || ch.metadata.deletion_timestamp.is_some() {
+        assert!(
+            !writes_versions && creates == 0,
+            "a paused or deleted channel acted: {decision:?}"
+        );
+    }
+    if let Some(requeue) = decision.requeue {
+        assert!(
+            requeue <= Duration::from_secs(366 * 24 * 3600),
+            "requeue after {requeue:?}"
+        );
+    }
+    if let Some(status) = &decision.status {
+        assert_eq!(status.observed_generation, Some(generation));
+        let ready = status
+            .condition("Ready")
+            .expect("a written status says Ready");
+        assert!(
+            ready.message.len() <= 16 * 1024,
+            "a Ready message of {} bytes",
+            ready.message.len()
+        );
+    }
+    for note in &decision.events {
+        assert!(
+            note.message.len() <= 16 * 1024,
+            "an event of {} bytes",
+            note.message.len()
+        );
+    }
+}

@@ -86,7 +86,7 @@ pub enum SyncFailure {
     #[error("{0}")]
     Fetch(String),
     #[error(
-        "the channel data lists {count} versions, more than the operator allows per channel ({limit}, --max-versions-per-channel); nothing was changed"
+        "the channel data lists {count} entries, more than the {limit} a channel may list (--max-versions-per-channel); nothing was changed"
     )]
     TooManyVersions { count: usize, limit: usize },
 }

@@ -46,7 +46,7 @@ pub struct OperatorArgs {
     pub max_concurrent_syncs: u16,
     /// The most bytes of json channel bodies kept for conditional requests (304 answers),
     /// all channels together; the least recently used go first.
-    #[arg(long, env = "JSON_CACHE_BYTES", default_value = "64Mi", value_parser = parse_bytes)]
+    #[arg(long, env = "JSON_CACHE_BYTES", default_value = "16Mi", value_parser = parse_bytes)]
     pub json_cache_bytes: u64,
     /// The most versions one channel may list; more fails the sync.
     #[arg(long, env = "MAX_VERSIONS_PER_CHANNEL", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]

@@ -1,6 +1,6 @@
-//! A bounded, deterministic run of the four fuzz targets of `fuzz/` (docs/fuzzing.md):
+//! A bounded, deterministic run of the five fuzz targets of `fuzz/` (docs/fuzzing.md):
 //! channel data parsing and validate's rendering, a channel's spec to its configuration,
-//! the display framing, and durations. Each target gets its committed seed corpus
+//! the display framing, durations, and the decision core on arbitrary observations. Each target gets its committed seed corpus
 //! (`fuzz/corpus/<target>/`), then random mutations of it (bit flips, cuts, splices,
 //! multi-byte and NUL characters, huge numbers, deep nesting), all checked against the same
 //! properties as the cargo-fuzz targets (`fuzz/props.rs`): no panic, and the results agree.
@@ -216,6 +216,11 @@ fn display_decode() {
 #[test]
 fn duration_parse() {
     fuzz("duration_parse", 300_000, props::duration_parse);
+}
+
+#[test]
+fn syncer_decide() {
+    fuzz("syncer_decide", 20_000, props::syncer_decide);
 }
 
 /// Inputs fuzzing found failing, kept as they were found (also in the seed corpus).

@@ -136,6 +136,9 @@ pub struct Parsed {
     pub versions: Vec<ChannelVersion>,
     /// Names listed more than once, in the order first repeated.
     pub duplicates: Vec<String>,
+    /// Entries the data lists (duplicates included); only the first ones are kept when
+    /// parsed with [`parse_at_most`].
+    pub listed: usize,
 }
 
 /// Parses channel data for a sync: the versions, or the reason the whole sync must fail.
@@ -144,13 +147,27 @@ pub struct Parsed {
 /// taken from its last entry (channels published in the wild have listed a container
 /// and an iso build under one name) and reported in [`Parsed::duplicates`].
 pub fn parse(data: &[u8]) -> Result<Parsed, InvalidChannelData> {
+    parse_at_most(data, usize::MAX)
+}
+
+/// [`parse`], keeping at most `most` entries: the rest are checked and counted
+/// ([`Parsed::listed`]) but not kept, so that data listing more than a sync may apply
+/// costs no more memory than data listing that many.
+pub fn parse_at_most(data: &[u8], most: usize) -> Result<Parsed, InvalidChannelData> {
     let mut versions = Vec::new();
-    let outcome = read::run(data, &mut |v| versions.push(v));
+    let mut listed: usize = 0;
+    let outcome = read::run(data, &mut |v| {
+        listed = listed.saturating_add(1);
+        if listed <= most {
+            versions.push(v);
+        }
+    });
     let total = outcome.errors.saturating_sub(outcome.duplicate_errors);
     if total == 0 {
         return Ok(Parsed {
             versions: last_entry_wins(versions),
             duplicates: outcome.duplicates,
+            listed,
         });
     }
     let is_duplicate = |i: &usize| outcome.duplicate_slots.contains(i);

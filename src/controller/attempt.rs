@@ -90,6 +90,8 @@ pub async fn attempt(
         seen.queued = true;
         decision = seen.decide(channel, ctx);
     }
+    // Channel data held by this attempt (read, parsed, written), within the shared budget.
+    let mut data = None;
     // Each round observes something new, so this ends; the bound guards against a bug.
     for _ in 0..4 {
         if !decision.needs.any() {
@@ -97,7 +99,9 @@ pub async fn attempt(
         }
         let needs = std::mem::take(&mut decision.needs);
         if needs.display_log && seen.display_log.is_none() {
+            let reserved = ctx.reserve_data().await;
             let log = pods::display_log(&apis.pods, &name, ctx.settings.max_output_bytes).await?;
+            data = Context::keep_data(reserved, log.len());
             seen.display_log = Some(log);
         }
         if needs.runner_log && seen.runner_log.is_none() {
@@ -114,7 +118,14 @@ pub async fn attempt(
                 decision = seen.decide(channel, ctx);
                 break;
             }
-            seen.fetched = Some(json_source::fetch(channel, key, options, ctx).await);
+            let reserved = ctx.reserve_data().await;
+            let fetched = json_source::fetch(channel, key, options, ctx).await;
+            let bytes = match &fetched {
+                Fetched::Body { data, .. } => data.len(),
+                Fetched::Failed(_) => 0,
+            };
+            data = Context::keep_data(reserved, bytes);
+            seen.fetched = Some(fetched);
         }
         decision = seen.decide(channel, ctx);
     }
@@ -141,6 +152,11 @@ pub async fn attempt(
     {
         json_source::remember(channel, key, &options, fetched, ctx);
     }
+    // Done with the data: it leaves memory before its room in the budget is given back.
+    seen.display_log = None;
+    seen.fetched = None;
+    decision.effects.clear();
+    drop(data);
     Ok(decision)
 }
 

@@ -69,9 +69,36 @@ pub struct Context {
     stale: Mutex<HashSet<Key>>,
     /// Version writes in flight, all syncs together.
     writes: tokio::sync::Semaphore,
+    /// Channel data in memory, all syncs together, in KiB: one output's worth
+    /// (`--max-output-bytes`), so that memory does not grow with concurrent syncs
+    /// (docs/security.md).
+    data_budget: tokio::sync::Semaphore,
+}
+
+/// Bytes in whole KiB, at least one.
+fn kib(bytes: u64) -> usize {
+    usize::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(usize::MAX >> 4)
 }
 
 impl Context {
+    /// Room for the largest channel data a sync may read; waits while others hold it.
+    async fn reserve_data(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let all = u32::try_from(kib(self.settings.max_output_bytes)).unwrap_or(u32::MAX);
+        self.data_budget.acquire_many(all).await.ok()
+    }
+
+    /// Keeps of a reservation what `bytes` of read data take; the rest is free for others.
+    fn keep_data<'a>(
+        permit: Option<tokio::sync::SemaphorePermit<'a>>,
+        bytes: usize,
+    ) -> Option<tokio::sync::SemaphorePermit<'a>> {
+        let mut permit = permit?;
+        let keep = kib(u64::try_from(bytes).unwrap_or(u64::MAX));
+        let surplus = permit.num_permits().saturating_sub(keep);
+        drop(permit.split(surplus));
+        Some(permit)
+    }
+
     fn scope(&self, namespace: &str) -> Option<&Scope> {
         self.scopes.iter().find(|s| s.covers(namespace))
     }
@@ -241,6 +268,7 @@ pub async fn run(
         slots: Mutex::new(Slots::new(settings.max_concurrent_syncs)),
         stale: Mutex::default(),
         writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
+        data_budget: tokio::sync::Semaphore::new(kib(settings.max_output_bytes)),
         settings,
         scopes,
     });

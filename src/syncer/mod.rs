@@ -838,7 +838,8 @@ impl Decider<'_> {
     ) -> Decision {
         let existing = self.obs.versions.unwrap_or_default();
         let interval = config.sync_interval;
-        let parsed = match channel::parse(data) {
+        let limit = self.settings.max_versions_per_channel;
+        let parsed = match channel::parse_at_most(data, limit) {
             Ok(parsed) => parsed,
             Err(e) => {
                 let message = match redact {
@@ -849,11 +850,10 @@ impl Decider<'_> {
             }
         };
         let items = &parsed.versions;
-        let limit = self.settings.max_versions_per_channel;
-        if items.len() > limit {
+        if parsed.listed > limit {
             return self.failure(
                 SyncFailure::TooManyVersions {
-                    count: items.len(),
+                    count: parsed.listed,
                     limit,
                 },
                 interval,

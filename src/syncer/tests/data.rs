@@ -117,7 +117,7 @@ fn more_versions_than_a_channel_may_list_fail_the_sync() {
     assert!(
         ready(&d)
             .message
-            .starts_with("the channel data lists 2 versions, more than the operator allows per channel (1, --max-versions-per-channel)"),
+            .starts_with("the channel data lists 2 entries, more than the 1 a channel may list (--max-versions-per-channel)"),
         "{}",
         ready(&d).message
     );
