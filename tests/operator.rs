@@ -15,12 +15,14 @@ use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(90);
 
-/// The spec's sample manifest, image swapped for the local runner image.
+/// The spec's sample manifest, image swapped for the local runner image (imported into the
+/// node, so not pulled: `IfNotPresent`).
 fn sample_spec() -> serde_json::Value {
     json!({
         "type": "custom",
         "options": {
             "image": runner_image(),
+            "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/bash", "-c", "--"],
             "args": ["echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data"],
             "mountPath": "/output",

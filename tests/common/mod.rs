@@ -65,12 +65,15 @@ pub fn channel_data(versions: &[(&str, &str)]) -> Value {
     )
 }
 
-/// A custom channel spec whose runner runs `script` in bash, with `/output` mounted.
+/// A custom channel spec whose runner runs `script` in bash, with `/output` mounted. The
+/// runner image is imported into the node, not pulled from a registry: `IfNotPresent`
+/// (the operator's default, `Always`, is for images published under mutable tags).
 pub fn custom_spec(script: &str) -> Value {
     json!({
         "type": "custom",
         "options": {
             "image": runner_image(),
+            "imagePullPolicy": "IfNotPresent",
             "command": ["/bin/bash", "-c", "--"],
             "args": [script],
             "mountPath": "/output",
