@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config, ResourceExt};
-use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel, READY};
+use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel, READY, RECONCILING};
 use serde_json::{Value, json};
 
 pub fn operator_image() -> String {
@@ -393,7 +393,9 @@ impl TestNs {
         .await
     }
 
-    /// Waits for the channel's next finished sync attempt after the one recorded in `before`.
+    /// Waits for the channel's next finished sync attempt after the one recorded in `before`
+    /// (`Ready` keeps the last outcome while a routine resync runs: `Reconciling` says one
+    /// does).
     pub async fn wait_next_attempt(
         &self,
         name: &str,
@@ -407,7 +409,8 @@ impl TestNs {
             || async {
                 let ch = self.channel(name).await;
                 let done = attempt_time(&ch) != last
-                    && ready_reason(&ch).as_deref() != Some("Synchronizing");
+                    && ready_reason(&ch).as_deref() != Some("Synchronizing")
+                    && !reconciling(&ch);
                 done.then_some(ch)
             },
         )
@@ -450,6 +453,14 @@ pub fn ready(
         .conditions
         .iter()
         .find(|c| c.type_ == READY)
+}
+
+/// Whether a sync of the channel is under way (started, or queued for a slot).
+pub fn reconciling(ch: &ManagedOSVersionChannel) -> bool {
+    ch.status
+        .as_ref()
+        .and_then(|s| s.condition(RECONCILING))
+        .is_some_and(|c| c.status == "True")
 }
 
 pub fn ready_reason(ch: &ManagedOSVersionChannel) -> Option<String> {
