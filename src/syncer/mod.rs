@@ -487,7 +487,9 @@ impl Decider<'_> {
     /// The rest of the backoff after a failed attempt of this generation, if it is not over.
     fn backing_off(&self, interval: Duration) -> Option<Duration> {
         let ready = self.ready_condition()?;
+        // A sync under way (Ready keeps the failure while it runs) goes on.
         if self.status.failed_synchronization_attempts == 0
+            || self.syncing()
             || ready.observed_generation != Some(self.generation)
             || !matches!(
                 ready.reason.as_str(),

@@ -258,3 +258,42 @@ fn a_refused_version_write_fails_the_sync() {
         r.message
     );
 }
+
+#[test]
+fn a_sync_requested_after_failures_runs_to_its_end() {
+    // Four failures: the channel waits for its interval...
+    let mut ch = sample_channel();
+    let mut now = 0;
+    for _ in 0..4 {
+        ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
+        let pod = pod_in(&ch, t(now), runner_failed_status(1));
+        let d = decide(
+            &Observation {
+                pod: Some(&pod),
+                runner_log: Some("boom"),
+                ..obs(&ch, t(now + 1))
+            },
+            &settings(),
+        );
+        ch = with_status(&ch, &d);
+        now += 1 + d.requeue.unwrap().as_secs() as i64;
+    }
+    assert_eq!(
+        ch.status.as_ref().unwrap().failed_synchronization_attempts,
+        4
+    );
+    let at = now - 3600 + 5;
+    // ...until asked: the sync starts, Ready still saying FailedToSync...
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "please".into());
+    let d = decide(&obs(&ch, t(at)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    let ch = with_status(&ch, &d);
+    // ...and the backoff does not stop it half-way: its output is read and applied.
+    let pod = pod_in(&ch, t(at), ready_pod_status());
+    let d = at_pod(&ch, &pod, t(at + 3));
+    assert!(d.needs.display_log, "{d:?}");
+    let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(at + 4));
+    assert_eq!(ready(&d).reason, "Synchronized");
+}
