@@ -1,12 +1,24 @@
 //! The json channel's HTTP fetch: one GET with a timeout, conditional when the last good
-//! body is known, capped at the operator's output limit.
+//! body is known, capped at the operator's output limit, and held to the egress policy
+//! (`egress`) at every hop: a name is resolved once and only the addresses the policy
+//! allows are connected to (so a name that resolves differently the second time cannot
+//! slip past the check), IP literals are checked before the request and at each redirect,
+//! and at most [`MAX_REDIRECTS`] redirects are followed.
 
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{ETAG, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
+use reqwest::redirect;
 
 use crate::config::JsonOptions;
+use crate::egress::{Policy, Refused};
+
+/// The most redirects one fetch follows.
+pub const MAX_REDIRECTS: usize = 5;
 
 /// The validators of a body fetched before, for a conditional request.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -33,23 +45,94 @@ pub enum Response {
     Failed(String),
 }
 
-/// The client every json channel shares (its TLS provider is installed by the operator).
-pub fn client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .user_agent(concat!("rancheros-operator/", env!("CARGO_PKG_VERSION")))
-        .build()
+/// The client every json channel shares (its TLS provider is installed by the operator),
+/// with the egress policy it enforces.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    policy: Arc<Policy>,
+}
+
+impl Client {
+    pub fn new(policy: Policy) -> reqwest::Result<Self> {
+        let policy = Arc::new(policy);
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("rancheros-operator/", env!("CARGO_PKG_VERSION")))
+            // Through a proxy the address connected to would be the proxy's, and the
+            // proxy would resolve the name: the policy could not see where a request goes.
+            .no_proxy()
+            .dns_resolver(Arc::new(Resolver {
+                policy: policy.clone(),
+            }))
+            .redirect(redirects(policy.clone()))
+            .build()?;
+        Ok(Client { http, policy })
+    }
+}
+
+/// Resolves a name once and hands the connector only the addresses the policy allows.
+struct Resolver {
+    policy: Arc<Policy>,
+}
+
+impl Resolve for Resolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            // Port 0: the connector puts in the URL's port.
+            let resolved: Vec<IpAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .map(|a| a.ip())
+                .collect();
+            let allowed = policy.filter(&resolved)?;
+            let addrs: Addrs = Box::new(allowed.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("more than {MAX_REDIRECTS} redirects (the most a json channel follows)")]
+struct TooManyRedirects;
+
+/// Follows at most [`MAX_REDIRECTS`] redirects, each to a host the policy allows (a name
+/// is checked when it is resolved, an IP literal here, since it is never resolved).
+fn redirects(policy: Arc<Policy>) -> redirect::Policy {
+    redirect::Policy::custom(move |attempt| {
+        // `previous` holds the first URL and every redirect followed so far.
+        if attempt.previous().len() > MAX_REDIRECTS {
+            return attempt.error(TooManyRedirects);
+        }
+        match check_literal(&policy, attempt.url()) {
+            Err(refused) => attempt.error(refused),
+            Ok(()) => attempt.follow(),
+        }
+    })
+}
+
+/// A host that is an IP literal is never resolved, so the resolver cannot check it: this
+/// does (for a name it does nothing).
+fn check_literal(policy: &Policy, url: &reqwest::Url) -> Result<(), Refused> {
+    url.host_str().map_or(Ok(()), |h| policy.check_host(h))
 }
 
 /// Fetches a json channel's data.
 pub async fn get(
-    http: &reqwest::Client,
+    client: &Client,
     options: &JsonOptions,
     validators: &Validators,
     max_bytes: u64,
 ) -> Response {
     let uri = &options.uri;
     let failed = |what: String| Response::Failed(format!("fetching {uri}: {what}"));
-    let mut get = http.get(uri).timeout(options.timeout);
+    // A URL that does not parse is left to reqwest, which says why.
+    if let Ok(url) = reqwest::Url::parse(uri)
+        && let Err(refused) = check_literal(&client.policy, &url)
+    {
+        return failed(refused.to_string());
+    }
+    let mut get = client.http.get(uri).timeout(options.timeout);
     if let Some(etag) = &validators.etag {
         get = get.header(IF_NONE_MATCH, etag);
     }
@@ -103,18 +186,232 @@ pub async fn get(
     Response::Body { data, validators }
 }
 
+/// Why a request failed, in words that carry nothing the server sent: reqwest's own
+/// message names a URL, which after a redirect comes from a server's `Location`.
 fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     if e.is_timeout() {
         return format!("timed out after {}", crate::duration::format(timeout));
     }
-    // reqwest's own message is generic; the innermost cause says what went wrong.
-    let mut cause: &dyn std::error::Error = e;
+    // The innermost cause says what went wrong.
+    let mut cause: &(dyn std::error::Error + 'static) = e;
     while let Some(next) = cause.source() {
         cause = next;
     }
-    if e.is_connect() {
-        format!("cannot connect: {cause}")
+    // The policy's refusals say all there is to say.
+    if cause.is::<Refused>() || cause.is::<TooManyRedirects>() {
+        return cause.to_string();
+    }
+    let what = if e.is_connect() {
+        "cannot connect"
+    } else if e.is_redirect() {
+        "cannot follow a redirect"
+    } else if e.is_body() || e.is_decode() {
+        "cannot read the body"
+    } else if e.is_builder() {
+        "not a usable URL"
     } else {
-        format!("{e}: {cause}")
+        "the request failed"
+    };
+    format!("{what}: {cause}")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::egress::Cidr;
+
+    const SECRET: &str = "s3cr3t-Tok3n";
+
+    /// A raw HTTP/1.1 server on `ip`: `answer(path)` is the whole response. Counts the
+    /// connections it accepts.
+    async fn serve(
+        ip: &str,
+        answer: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let seen = connections.clone();
+        let answer = Arc::new(answer);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head);
+                    let path = head.split(' ').nth(1).unwrap_or("/");
+                    let _ = socket.write_all(answer(path).as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        (addr, connections)
+    }
+
+    fn ok(body: &str) -> String {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    fn redirect(to: &str) -> String {
+        format!(
+            "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
+    }
+
+    /// `/r/N` redirects N times (relative), then answers `[]`.
+    fn chain(path: &str) -> String {
+        match path.strip_prefix("/r/").and_then(|n| n.parse::<u32>().ok()) {
+            Some(0) | None => ok("[]"),
+            Some(n) => redirect(&format!("/r/{}", n - 1)),
+        }
+    }
+
+    fn policy(deny: &[&str], allow: &[&str]) -> Policy {
+        let cidrs = |l: &[&str]| l.iter().map(|c| c.parse::<Cidr>().unwrap()).collect();
+        Policy::new(cidrs(deny), cidrs(allow))
+    }
+
+    async fn fetch(policy: Policy, uri: &str) -> Response {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::new(policy).unwrap();
+        let options = JsonOptions {
+            uri: uri.to_string(),
+            timeout: Duration::from_secs(5),
+        };
+        get(&client, &options, &Validators::default(), 1 << 20).await
+    }
+
+    fn failure(r: Response) -> String {
+        match r {
+            Response::Failed(why) => why,
+            other => panic!("expected a failure, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_denied_ip_literal_is_refused_before_any_connection() {
+        let (addr, connections) = serve("127.0.0.1", |_| ok("[]")).await;
+        let port = addr.port();
+        for (host, refused) in [
+            ("127.0.0.1", "127.0.0.1"),
+            ("127.1", "127.0.0.1"),
+            ("0x7f.0.0.1", "127.0.0.1"),
+            ("[::ffff:127.0.0.1]", "127.0.0.1"),
+            ("[::1]", "::1"),
+            ("169.254.169.254", "169.254.169.254"),
+        ] {
+            let uri = format!("http://{host}:{port}/c.json");
+            assert_eq!(
+                failure(fetch(Policy::default(), &uri).await),
+                format!("fetching {uri}: address {refused} is not allowed (--json-deny-cidr)")
+            );
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_name_is_judged_by_what_it_resolves_to() {
+        let (addr, connections) = serve("127.0.0.1", |_| ok("[]")).await;
+        let uri = format!("http://localhost:{}/c.json", addr.port());
+        let why = failure(fetch(Policy::default(), &uri).await);
+        assert!(
+            why.ends_with("is not allowed (--json-deny-cidr)") && why.contains(": address "),
+            "{why}"
+        );
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
+        // Allowed, the same name is fetched.
+        let allowed = policy(&["127.0.0.0/8", "::1/128"], &["127.0.0.0/8", "::1/128"]);
+        assert!(matches!(fetch(allowed, &uri).await, Response::Body { .. }));
+        assert_eq!(connections.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn allowed_addresses_are_fetched_and_at_most_five_redirects_followed() {
+        let (addr, _) = serve("127.0.0.1", chain).await;
+        let allow = || policy(&["127.0.0.0/8"], &["127.0.0.0/8"]);
+        for hops in 0..=MAX_REDIRECTS {
+            let uri = format!("http://{addr}/r/{hops}");
+            match fetch(allow(), &uri).await {
+                Response::Body { data, .. } => assert_eq!(data, b"[]"),
+                other => panic!("{hops} redirects: {other:?}"),
+            }
+        }
+        let uri = format!("http://{addr}/r/{}", MAX_REDIRECTS + 1);
+        assert_eq!(
+            failure(fetch(allow(), &uri).await),
+            format!("fetching {uri}: more than 5 redirects (the most a json channel follows)")
+        );
+    }
+
+    #[tokio::test]
+    async fn every_redirect_hop_is_checked() {
+        // Allowed: 127.0.0.2 only. Its server redirects to a denied IP literal, and to a
+        // name that resolves to a denied address.
+        let (denied, connections) = serve("127.0.0.1", |_| ok("[]")).await;
+        let port = denied.port();
+        let (addr, _) = serve("127.0.0.2", move |path| match path {
+            "/to-ip" => redirect(&format!("http://127.0.0.1:{port}/{SECRET}")),
+            "/to-mapped" => redirect(&format!("http://[::ffff:127.0.0.1]:{port}/")),
+            _ => redirect(&format!("http://localhost:{port}/{SECRET}")),
+        })
+        .await;
+        let only_2 = || policy(&["127.0.0.0/8", "::1/128"], &["127.0.0.2/32"]);
+        for path in ["to-ip", "to-mapped", "to-name"] {
+            let uri = format!("http://{addr}/{path}");
+            assert_eq!(
+                failure(fetch(only_2(), &uri).await),
+                format!("fetching {uri}: address 127.0.0.1 is not allowed (--json-deny-cidr)"),
+                "{path}"
+            );
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn failure_messages_carry_no_byte_of_the_response() {
+        let (addr, _) = serve("127.0.0.1", |path| match path {
+            "/status" => format!(
+                "HTTP/1.1 500 {SECRET}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{SECRET}",
+                SECRET.len()
+            ),
+            "/odd-status" => format!("HTTP/1.1 599 {SECRET}\r\ncontent-length: 0\r\n\r\n"),
+            "/chunks" => format!(
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{SECRET}\r\n{SECRET}\r\n"
+            ),
+            "/scheme" => redirect(&format!("ftp://{SECRET}/")),
+            "/garbage" => format!("{SECRET} {SECRET}\r\n\r\n"),
+            "/header" => format!("HTTP/1.1 200 OK\r\n{SECRET}\r\n\r\n"),
+            "/length" => format!("HTTP/1.1 200 OK\r\ncontent-length: {SECRET}\r\n\r\n"),
+            _ => ok("[]"),
+        })
+        .await;
+        let allow = || policy(&["127.0.0.0/8"], &["127.0.0.1/32"]);
+        for path in [
+            "status",
+            "odd-status",
+            "chunks",
+            "scheme",
+            "garbage",
+            "header",
+            "length",
+        ] {
+            let why = failure(fetch(allow(), &format!("http://{addr}/{path}")).await);
+            assert!(!why.contains("s3cr3t"), "{path}: {why}");
+        }
     }
 }

@@ -23,6 +23,7 @@ pub mod config;
 pub mod controller;
 pub mod display;
 pub mod duration;
+pub mod egress;
 pub mod failure;
 pub mod fetch;
 pub mod leader;

@@ -16,6 +16,8 @@ use tracing::{info, warn};
 use crate::api::ManagedOSVersionChannel;
 use crate::controller;
 use crate::duration;
+use crate::egress::{self, Cidr, Policy};
+use crate::fetch;
 use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::{self, Metrics};
 use crate::stop::StopSignals;
@@ -82,6 +84,26 @@ pub struct OperatorArgs {
         default_value = "rancheros-operator"
     )]
     pub leader_election_lease: String,
+    /// json channels may not connect to addresses in this network (CIDR; repeatable;
+    /// giving it replaces the default list) unless --json-allow-cidr lists them.
+    #[arg(
+        long = "json-deny-cidr",
+        env = "JSON_DENY_CIDRS",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        default_values = egress::DEFAULT_DENY,
+        value_parser = egress::parse_cidr
+    )]
+    pub json_deny_cidrs: Vec<Cidr>,
+    /// Exceptions to --json-deny-cidr (CIDR; repeatable).
+    #[arg(
+        long = "json-allow-cidr",
+        env = "JSON_ALLOW_CIDRS",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        value_parser = egress::parse_cidr
+    )]
+    pub json_allow_cidrs: Vec<Cidr>,
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
     /// service account).
     #[arg(long)]
@@ -155,7 +177,7 @@ struct Parts {
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    http: reqwest::Client,
+    http: fetch::Client,
 }
 
 /// How long in-flight reconciliations get to finish after SIGTERM before they are
@@ -240,7 +262,8 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
             .unwrap_or(usize::MAX),
         syncer_image_pull_secrets: distinct_names(&args.syncer_image_pull_secrets),
     };
-    let http = crate::fetch::client().map_err(|e| OperatorError::Http(e.to_string()))?;
+    let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
     let parts = Parts {
         client: client.clone(),
         settings,
@@ -248,9 +271,17 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         http,
     };
     metrics.ready.store(true, Ordering::Relaxed);
+    let cidrs = |list: &[Cidr]| {
+        list.iter()
+            .map(Cidr::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     info!(
         image = %args.operator_image,
         namespaces = ?args.namespaces,
+        json_deny_cidrs = %cidrs(&args.json_deny_cidrs),
+        json_allow_cidrs = %cidrs(&args.json_allow_cidrs),
         "rancheros-operator {} starting",
         env!("CARGO_PKG_VERSION")
     );
@@ -375,6 +406,46 @@ mod tests {
         assert!(parse_bytes("0").is_err());
         assert!(parse_bytes("1Zi").unwrap_err().contains("unknown unit"));
         assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: OperatorArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<OperatorArgs, clap::Error> {
+        use clap::Parser;
+        let argv = ["operator", "--operator-image=i"].iter().chain(extra);
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn json_cidr_flags_default_repeat_and_refuse_bad_values() {
+        let cidrs = |l: &[&str]| -> Vec<Cidr> { l.iter().map(|c| c.parse().unwrap()).collect() };
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.json_deny_cidrs, cidrs(&egress::DEFAULT_DENY));
+        assert!(args.json_allow_cidrs.is_empty());
+        let args = parse(&[
+            "--json-deny-cidr=10.0.0.0/8,127.0.0.0/8",
+            "--json-deny-cidr",
+            "::1",
+            "--json-allow-cidr=10.1.0.0/16",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.json_deny_cidrs,
+            cidrs(&["10.0.0.0/8", "127.0.0.0/8", "::1/128"])
+        );
+        assert_eq!(args.json_allow_cidrs, cidrs(&["10.1.0.0/16"]));
+        for bad in [
+            "--json-deny-cidr=10.0.0.0/33",
+            "--json-allow-cidr=",
+            "--json-allow-cidr=x",
+        ] {
+            let e = parse(&[bad]).err().unwrap();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
     }
 
     #[test]

@@ -1,25 +1,43 @@
 //! `type: json` channels against the local cluster: the operator fetches channel data
 //! from a local HTTP server (run by the test), conditionally once it has a validator, and
-//! turns every kind of failure into `FailedToSync` with its cause.
+//! turns every kind of failure into `FailedToSync` with its cause. The egress policy
+//! (`--json-deny-cidr`, `--json-allow-cidr`) holds at every hop, and no failure shows
+//! bytes of a response body.
+//!
+//! The operator runs on the host, like the servers: a server on a loopback address is one
+//! the default policy refuses, a server on the node's own address (its InternalIP) one it
+//! allows.
 
 mod common;
 
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use common::*;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::ListParams;
 use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(60);
 
+/// Loopback is refused by default: tests that serve from loopback to try something else
+/// than the policy allow it.
+const ALLOW_LOOPBACK: &str = "--json-allow-cidr=127.0.0.0/8";
+
+/// A secret-looking string the test servers put in bodies that break a rule.
+const SECRET: &str = "Tok3n-s3cr3t-Q9zX";
+
 #[derive(Default)]
 struct Server {
+    port: u16,
     requests: AtomicUsize,
     not_modified: AtomicUsize,
 }
@@ -42,11 +60,51 @@ async fn channel(State(s): State<Arc<Server>>, headers: HeaderMap) -> impl IntoR
     (StatusCode::OK, [(header::ETAG, "\"rev-1\"")], body)
 }
 
-/// Serves the test routes on an ephemeral loopback port; returns the base URL.
-async fn serve() -> (String, Arc<Server>) {
-    let state = Arc::new(Server::default());
+/// `/r/NAME/N` redirects N times, then serves channel data with one version, NAME.
+async fn chain(State(s): State<Arc<Server>>, Path((name, n)): Path<(String, u32)>) -> Response {
+    s.requests.fetch_add(1, Ordering::SeqCst);
+    match n.checked_sub(1) {
+        Some(rest) => Redirect::to(&format!("/r/{name}/{rest}")).into_response(),
+        None => channel_data(&[(&name, "v1")]).to_string().into_response(),
+    }
+}
+
+/// `/to-loopback/PORT` redirects to channel data (version `loopback`) on 127.0.0.1:PORT.
+async fn to_loopback(State(s): State<Arc<Server>>, Path(port): Path<u16>) -> Redirect {
+    s.requests.fetch_add(1, Ordering::SeqCst);
+    Redirect::to(&format!("http://127.0.0.1:{port}/r/loopback/0"))
+}
+
+/// Channel data that breaks a rule with [`SECRET`] in the offending place.
+async fn hostile(Path(case): Path<String>) -> String {
+    let item = |name: &str, labels: serde_json::Value, type_: &str| {
+        json!([{"metadata": {"name": name, "labels": labels},
+                "spec": {"type": type_, "metadata": {"uri": "u", "upgradeImage": "i"}}}])
+        .to_string()
+    };
+    match case.as_str() {
+        "name" => item(SECRET, json!({}), "iso"),
+        "type" => item("a", json!({}), SECRET),
+        "label-key" => item("a", json!({format!("{SECRET}!"): "v"}), "iso"),
+        "label-value" => item("a", json!({"k": format!("{SECRET}!")}), "iso"),
+        "syntax" => format!("[{{\"metadata\": {{\"name\": \"a\"}}, \"spec\": {SECRET}}}]"),
+        _ => format!("{SECRET}: {SECRET}"),
+    }
+}
+
+/// Serves the test routes on an ephemeral port of `ip`; returns the base URL.
+async fn serve_on(ip: &str) -> (String, Arc<Server>) {
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = Arc::new(Server {
+        port: addr.port(),
+        ..Default::default()
+    });
     let app = Router::new()
         .route("/channel.json", get(channel))
+        .route("/r/{name}/{n}", get(chain))
+        .route("/hostile/{case}", get(hostile))
+        .route("/to-loopback/{port}", get(to_loopback))
         .route("/missing.json", get(|| async { StatusCode::NOT_FOUND }))
         .route(
             "/slow.json",
@@ -64,10 +122,33 @@ async fn serve() -> (String, Arc<Server>) {
             get(|| async { "[{\"metadata\": {\"name\": \"x\"}" }),
         )
         .with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}"), state)
+}
+
+/// Serves the test routes on an ephemeral loopback port; returns the base URL.
+async fn serve() -> (String, Arc<Server>) {
+    serve_on("127.0.0.1").await
+}
+
+/// The node's own address (its InternalIP): not loopback, so allowed by default.
+async fn node_ip(t: &TestNs) -> String {
+    let nodes: Api<Node> = Api::all(t.client.clone());
+    let nodes = nodes.list(&ListParams::default()).await.unwrap().items;
+    nodes
+        .iter()
+        .flat_map(|n| n.status.iter().flat_map(|s| s.addresses.iter().flatten()))
+        .find(|a| a.type_ == "InternalIP" && a.address.parse::<std::net::Ipv4Addr>().is_ok())
+        .map(|a| a.address.clone())
+        .expect("the node has an IPv4 InternalIP")
+}
+
+/// Waits for `FailedToSync`, checks that its message starts with `start`, returns it.
+async fn refused(t: &TestNs, name: &str, start: &str) -> String {
+    let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(message.starts_with(start), "{name}: {message}");
+    message
 }
 
 fn json_spec(uri: &str) -> serde_json::Value {
@@ -78,7 +159,7 @@ fn json_spec(uri: &str) -> serde_json::Value {
 async fn a_json_channel_syncs_and_then_asks_conditionally() {
     let (base, server) = serve().await;
     let mut t = TestNs::new("json-ok").await;
-    t.start_operator(&[]);
+    t.start_operator(&[ALLOW_LOOPBACK]);
     t.create_channel("web", json_spec(&format!("{base}/channel.json")))
         .await;
     let mut ch = t.wait_ready("web", "Synchronized", SYNC).await;
@@ -133,7 +214,7 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
 async fn json_channel_failures_name_their_cause() {
     let (base, _server) = serve().await;
     let mut t = TestNs::new("json-fail").await;
-    t.start_operator(&["--max-output-bytes=1000"]);
+    t.start_operator(&["--max-output-bytes=1000", ALLOW_LOOPBACK]);
     // A port nothing listens on: bind one, note it, let it go.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -190,4 +271,219 @@ async fn json_channel_failures_name_their_cause() {
     }
     assert!(t.versions().await.is_empty());
     t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uri_on_a_loopback_address_is_refused() {
+    let (base, server) = serve_on("127.0.0.2").await;
+    let mut t = TestNs::new("json-loopback").await;
+    t.start_operator(&[]);
+    let uri = format!("{base}/channel.json");
+    t.create_channel("loopback", json_spec(&uri)).await;
+    refused(
+        &t,
+        "loopback",
+        &format!("fetching {uri}: address 127.0.0.2 is not allowed (--json-deny-cidr)"),
+    )
+    .await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+    assert!(t.versions().await.is_empty());
+    let events = channel_events(&t, "loopback").await;
+    assert!(
+        events
+            .iter()
+            .any(|(_, reason, note)| reason == "FailedToSync"
+                && note.ends_with("address 127.0.0.2 is not allowed (--json-deny-cidr)")),
+        "{events:?}"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uri_on_the_metadata_address_is_refused_without_connecting() {
+    let mut t = TestNs::new("json-metadata").await;
+    t.start_operator(&[]);
+    // A connection would end in that server's answer (where one answers: this machine's
+    // answered HTTP 403), a connect error or a timeout; the refusal comes before any.
+    let uri = "http://169.254.169.254/latest/meta-data/";
+    t.create_channel(
+        "metadata",
+        json!({"type": "json", "options": {"uri": uri, "timeout": "20s"}}),
+    )
+    .await;
+    refused(
+        &t,
+        "metadata",
+        &format!("fetching {uri}: address 169.254.169.254 is not allowed (--json-deny-cidr)"),
+    )
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uri_redirecting_to_loopback_is_refused_at_the_hop() {
+    let mut t = TestNs::new("json-hop").await;
+    let (_, target) = serve().await;
+    let (node, server) = serve_on(&node_ip(&t).await).await;
+    t.start_operator(&[]);
+    // The node's own address is allowed: its channel syncs.
+    t.create_channel("node", json_spec(&format!("{node}/channel.json")))
+        .await;
+    t.wait_ready("node", "Synchronized", SYNC).await;
+    // Its redirect to the loopback server is not followed.
+    t.create_channel(
+        "to-loopback",
+        json_spec(&format!("{node}/to-loopback/{}", target.port)),
+    )
+    .await;
+    refused(
+        &t,
+        "to-loopback",
+        &format!(
+            "fetching {node}/to-loopback/{}: address 127.0.0.1 is not allowed (--json-deny-cidr)",
+            target.port
+        ),
+    )
+    .await;
+    assert!(server.requests.load(Ordering::SeqCst) >= 2);
+    assert_eq!(
+        target.requests.load(Ordering::SeqCst),
+        0,
+        "the hop reached loopback"
+    );
+    assert_eq!(t.version_names().await, ["web-a", "web-b"]);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uri_with_six_redirects_is_refused() {
+    let mut t = TestNs::new("json-redirects").await;
+    let (node, _) = serve_on(&node_ip(&t).await).await;
+    t.start_operator(&[]);
+    t.create_channel("five", json_spec(&format!("{node}/r/five/5")))
+        .await;
+    t.create_channel("six", json_spec(&format!("{node}/r/six/6")))
+        .await;
+    t.wait_ready("five", "Synchronized", SYNC).await;
+    refused(
+        &t,
+        "six",
+        &format!(
+            "fetching {node}/r/six/6: more than 5 redirects (the most a json channel follows)"
+        ),
+    )
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uri_naming_localhost_is_refused() {
+    let (base, server) = serve().await;
+    let mut t = TestNs::new("json-localhost").await;
+    t.start_operator(&[]);
+    // The name resolves to loopback: what the resolver returned is what is checked, and
+    // connected to.
+    let uri = base.replace("127.0.0.1", "localhost") + "/channel.json";
+    t.create_channel("localhost", json_spec(&uri)).await;
+    let message = refused(&t, "localhost", &format!("fetching {uri}: address ")).await;
+    let loopback = ["127.0.0.1", "::1"]
+        .iter()
+        .any(|a| message.contains(&format!(": address {a} is not allowed (--json-deny-cidr)")));
+    assert!(loopback, "{message}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_allow_cidr_for_loopback_lets_a_loopback_uri_sync() {
+    let (base, server) = serve_on("127.0.0.2").await;
+    let mut t = TestNs::new("json-allow").await;
+    t.start_operator(&["--json-allow-cidr", "127.0.0.0/8"]);
+    t.create_channel("loopback", json_spec(&format!("{base}/channel.json")))
+        .await;
+    t.create_channel(
+        "metadata",
+        json_spec("http://169.254.169.254/latest/meta-data/"),
+    )
+    .await;
+    t.wait_ready("loopback", "Synchronized", SYNC).await;
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(t.version_names().await, ["web-a", "web-b"]);
+    // The exception is for what it lists only.
+    refused(
+        &t,
+        "metadata",
+        "fetching http://169.254.169.254/latest/meta-data/: address 169.254.169.254 is not allowed (--json-deny-cidr)",
+    )
+    .await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_data_with_a_secret_breaking_a_rule_is_not_shown_in_status_or_events() {
+    let mut t = TestNs::new("json-secret").await;
+    let (node, _) = serve_on(&node_ip(&t).await).await;
+    t.start_operator(&[]);
+    let cases = ["name", "type", "label-key", "label-value", "syntax", "yaml"];
+    for case in cases {
+        t.create_channel(case, json_spec(&format!("{node}/hostile/{case}")))
+            .await;
+    }
+    for case in cases {
+        let message = refused(&t, case, "invalid channel data: line 1, column ").await;
+        assert!(!message.contains("s3cr3t"), "{case}: {message}");
+        let events = t
+            .eventually(&format!("the failure Event of {case}"), SYNC, || async {
+                let events = channel_events(&t, case).await;
+                events
+                    .iter()
+                    .any(|(_, reason, _)| reason == "FailedToSync")
+                    .then_some(events)
+            })
+            .await;
+        for (_, _, note) in events {
+            assert!(!note.contains("s3cr3t"), "{case}: {note}");
+        }
+    }
+    t.cleanup().await;
+}
+
+/// A CIDR flag that does not parse stops the operator before it starts: a usage error
+/// (exit 2) that names the value, from the flag or its environment variable.
+#[test]
+fn json_cidr_flags_with_a_bad_value_are_a_usage_error() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args([
+                "operator",
+                "--operator-image=x",
+                "--kubeconfig=/no/such/kubeconfig",
+            ])
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("JSON_DENY_CIDRS")
+            .output()
+            .unwrap()
+    };
+    for (args, env, value) in [
+        (
+            &["--json-deny-cidr", "10.0.0.0/33"][..],
+            &[][..],
+            "10.0.0.0/33",
+        ),
+        (&["--json-allow-cidr=localhost"][..], &[][..], "localhost"),
+        (
+            &[][..],
+            &[("JSON_ALLOW_CIDRS", "10.0.0.0/8,fd00::/x")][..],
+            "fd00::/x",
+        ),
+    ] {
+        let out = run(args, env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{value:?}")),
+            "{args:?} {env:?}: {stderr}"
+        );
+    }
 }

@@ -7,7 +7,10 @@
 
 use std::collections::HashSet;
 
-use super::{Diagnostic, MAX_DIAGNOSTICS, Outcome, Segment, Severity, locate, path_string};
+use super::{
+    Bare, Diagnostic, MAX_DIAGNOSTICS, Outcome, Segment, Severity, bare_path_string, locate,
+    path_string,
+};
 
 pub(super) enum Where {
     Path(Vec<Segment>),
@@ -18,6 +21,8 @@ struct Found {
     severity: Severity,
     at: Where,
     message: String,
+    /// `message` without the values it quotes from the data, when it quotes some.
+    bare: Option<String>,
 }
 
 #[derive(Default)]
@@ -37,6 +42,16 @@ pub(super) struct Checker {
 
 impl Checker {
     pub(super) fn push(&mut self, severity: Severity, at: Where, message: String) {
+        self.push_quoting(severity, at, message, None);
+    }
+    /// A diagnostic whose message quotes the data; `bare` says the same without it.
+    fn push_quoting(
+        &mut self,
+        severity: Severity,
+        at: Where,
+        message: String,
+        bare: Option<String>,
+    ) {
         match severity {
             Severity::Error => self.errors += 1,
             Severity::Warning => self.warnings += 1,
@@ -47,6 +62,7 @@ impl Checker {
                 severity,
                 at,
                 message,
+                bare,
             });
         } else if self.first_left_out.is_none() {
             self.first_left_out = Some(at);
@@ -55,8 +71,19 @@ impl Checker {
     pub(super) fn error(&mut self, path: Vec<Segment>, message: String) {
         self.push(Severity::Error, Where::Path(path), message);
     }
+    /// An error whose message quotes the data (a value, a character of it); `bare` says
+    /// the same without any of it, for statuses that must not show the data.
+    pub(super) fn error_quoting(&mut self, path: Vec<Segment>, message: String, bare: String) {
+        self.push_quoting(Severity::Error, Where::Path(path), message, Some(bare));
+    }
     /// A name used before: an error for `validate`, the one error a sync tolerates.
-    pub(super) fn duplicate_name(&mut self, path: Vec<Segment>, name: &str, message: String) {
+    pub(super) fn duplicate_name(
+        &mut self,
+        path: Vec<Segment>,
+        name: &str,
+        message: String,
+        bare: String,
+    ) {
         if self.found.len() < MAX_DIAGNOSTICS - 1 {
             self.duplicate_slots.insert(self.found.len());
         }
@@ -64,12 +91,19 @@ impl Checker {
         if self.duplicate_names.insert(name.to_string()) {
             self.duplicates.push(name.to_string());
         }
-        self.error(path, message);
+        self.error_quoting(path, message, bare);
     }
     pub(super) fn warn(&mut self, path: Vec<Segment>, message: String) {
         self.push(Severity::Warning, Where::Path(path), message);
     }
-    pub(super) fn syntax_at(&mut self, line: usize, column: usize, message: String) {
+    /// `bare`: the message without what it quotes from the data, when it quotes some.
+    pub(super) fn syntax_at(
+        &mut self,
+        line: usize,
+        column: usize,
+        message: String,
+        bare: Option<String>,
+    ) {
         self.errors += 1;
         // A syntax error ends the data, so it always has a place, past the limit too.
         self.syntax = Some(self.found.len());
@@ -77,6 +111,7 @@ impl Checker {
             severity: Severity::Error,
             at: Where::At(line, column),
             message,
+            bare,
         });
     }
 
@@ -104,6 +139,7 @@ impl Checker {
                 message: format!(
                     "too many problems: {more_errors} more errors and {more_warnings} more warnings are not listed (at most {MAX_DIAGNOSTICS} are)"
                 ),
+                bare: None,
             });
         }
         let paths: Vec<&[Segment]> = self
@@ -120,16 +156,27 @@ impl Checker {
             .found
             .into_iter()
             .map(|f| {
-                let (path, (line, column)) = match f.at {
-                    Where::Path(p) => (path_string(&p), positions.next().unwrap_or((1, 1))),
-                    Where::At(line, column) => (String::new(), (line, column)),
+                let (path, bare_path, (line, column)) = match f.at {
+                    Where::Path(p) => (
+                        path_string(&p),
+                        bare_path_string(&p),
+                        positions.next().unwrap_or((1, 1)),
+                    ),
+                    Where::At(line, column) => (String::new(), None, (line, column)),
                 };
+                let bare = (bare_path.is_some() || f.bare.is_some()).then(|| {
+                    Box::new(Bare {
+                        path: bare_path.unwrap_or_else(|| path.clone()),
+                        message: f.bare.unwrap_or_else(|| f.message.clone()),
+                    })
+                });
                 Diagnostic {
                     severity: f.severity,
                     path,
                     line,
                     column,
                     message: f.message,
+                    bare,
                 }
             })
             .collect();

@@ -65,15 +65,51 @@ pub struct Diagnostic {
     pub line: usize,
     pub column: usize,
     pub message: String,
+    /// `path` and `message` without any bytes of the data, when they carry some: see
+    /// [`Diagnostic::without_values`].
+    #[serde(skip)]
+    bare: Option<Box<Bare>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Bare {
+    path: String,
+    message: String,
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.render(f, &self.path, &self.message)
+    }
+}
+
+impl Diagnostic {
+    /// The diagnostic in words that carry no byte of the data: line, column, the path with
+    /// every key the data chose shown as `[<key>]`, and the rule broken, without the value
+    /// that broke it. For a status that people who may not read the data can read (a json
+    /// channel's source may be a server only the operator reaches).
+    pub fn without_values(&self) -> impl fmt::Display + '_ {
+        WithoutValues(self)
+    }
+
+    fn render(&self, f: &mut fmt::Formatter<'_>, path: &str, message: &str) -> fmt::Result {
         write!(f, "line {}, column {}: ", self.line, self.column)?;
-        if !self.path.is_empty() {
-            write!(f, "{}: ", self.path)?;
+        if !path.is_empty() {
+            write!(f, "{path}: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(message)
+    }
+}
+
+struct WithoutValues<'a>(&'a Diagnostic);
+
+impl fmt::Display for WithoutValues<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        match &d.bare {
+            Some(bare) => d.render(f, &bare.path, &bare.message),
+            None => d.render(f, &d.path, &d.message),
+        }
     }
 }
 
@@ -106,13 +142,11 @@ pub struct InvalidChannelData {
 }
 
 impl InvalidChannelData {
-    /// The message with no byte of the data in it (no value, key or path from it): only
-    /// where the first problem is and how many there are.
+    /// The message without any byte of the data (see [`Diagnostic::without_values`]).
     pub fn without_values(&self) -> String {
         format!(
-            "invalid channel data: line {}, column {}: the data breaks a rule; the message is not shown because it could quote the data{}",
-            self.first.line,
-            self.first.column,
+            "invalid channel data: {}{}",
+            self.first.without_values(),
             more_suffix(self.total)
         )
     }
@@ -190,6 +224,7 @@ pub fn parse_at_most(data: &[u8], most: usize) -> Result<Parsed, InvalidChannelD
             line: 1,
             column: 1,
             message: "invalid channel data".into(),
+            bare: None,
         }),
         total,
     })
@@ -247,6 +282,20 @@ pub enum Segment {
 }
 
 pub fn path_string(path: &[Segment]) -> String {
+    write_path(path, |_| true)
+}
+
+/// The path with every key the rules do not name (a label's key, an unknown key: the
+/// data's own words) shown as `[<key>]`; `None` when there is none.
+fn bare_path_string(path: &[Segment]) -> Option<String> {
+    let own = |s: &Segment| matches!(s, Segment::Key(k) if !rules::is_schema_key(k));
+    path.iter()
+        .any(own)
+        .then(|| write_path(path, rules::is_schema_key))
+}
+
+/// `keep(key)`: whether the key is shown, else `[<key>]` stands for it.
+fn write_path(path: &[Segment], keep: impl Fn(&str) -> bool) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for seg in path {
@@ -254,6 +303,7 @@ pub fn path_string(path: &[Segment]) -> String {
             Segment::Index(i) => {
                 let _ = write!(out, "[{i}]");
             }
+            Segment::Key(k) if !keep(k) => out.push_str("[<key>]"),
             Segment::Key(k) => {
                 let ident = !k.is_empty()
                     && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -30,7 +30,7 @@ pub(super) fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Ou
         None => data,
     };
     if let Some(problem) = encoding_problem(body) {
-        checker.syntax_at(1, 1, problem);
+        checker.syntax_at(1, 1, problem, None);
         return checker.finish(body);
     }
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -39,6 +39,7 @@ pub(super) fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Ou
             1,
             "no data: channel data must be a JSON array of versions (`[]` when there are none)"
                 .into(),
+            None,
         );
         return checker.finish(body);
     }
@@ -64,7 +65,11 @@ pub(super) fn run(data: &[u8], on_version: &mut dyn FnMut(ChannelVersion)) -> Ou
             if looks_like_yaml(body) {
                 message.push_str(" (this looks like YAML: channel data must be JSON)");
             }
-            checker.syntax_at(line, column, message);
+            // serde_json's syntax messages are fixed words; a data error (none is expected
+            // from these visitors) may quote a value.
+            let bare = (e.classify() == serde_json::error::Category::Data)
+                .then(|| "not valid JSON: a value could not be read".to_string());
+            checker.syntax_at(line, column, message, bare);
         }
     }
     checker.finish(body)

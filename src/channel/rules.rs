@@ -24,6 +24,10 @@ const SPEC_KEYS: [&str; 5] = [
     "metadata",
     "upgradeContainer",
 ];
+/// The rules for names, keys and label values, for messages that may not quote the value.
+const NAME_RULE: &str = "a name is a DNS-1123 subdomain: at most 253 characters, lower-case letters, digits, '-' and '.', each part between dots starting and ending with a letter or digit";
+const KEY_RULE: &str = "a key is [prefix/]name: the name 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit; the prefix a DNS-1123 subdomain";
+const LABEL_VALUE_RULE: &str = "a label value is empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
 /// Values longer than this many characters are shortened when quoted in a message.
 const QUOTE_CHARS: usize = 60;
 
@@ -77,9 +81,10 @@ impl Checker {
                         self.error(at(&["metadata", "name"]), "required name is missing".into())
                     }
                     Some(Value::String(n)) => match dns1123_subdomain_problem(&n) {
-                        Some(why) => self.error(
+                        Some(why) => self.error_quoting(
                             at(&["metadata", "name"]),
                             format!("{} is not a valid name: {why}", quote(&n)),
+                            format!("not a valid name: {NAME_RULE}"),
                         ),
                         None => {
                             if let Some(first) = first_use.get(&n) {
@@ -87,6 +92,7 @@ impl Checker {
                                     at(&["metadata", "name"]),
                                     &n,
                                     format!("duplicate name {n:?}, already used by [{first}]"),
+                                    format!("duplicate name, already used by [{first}]"),
                                 );
                                 name = Some(n);
                             } else {
@@ -194,13 +200,18 @@ impl Checker {
                 continue;
             };
             if let Some(why) = qualified_name_problem(&k) {
-                self.error(at(), format!("{} is not a valid key: {why}", quote(&k)));
+                self.error_quoting(
+                    at(),
+                    format!("{} is not a valid key: {why}", quote(&k)),
+                    format!("not a valid key: {KEY_RULE}"),
+                );
                 continue;
             }
             if is_label && let Some(why) = label_value_problem(&s) {
-                self.error(
+                self.error_quoting(
                     at(),
                     format!("{} is not a valid label value: {why}", quote(&s)),
+                    format!("not a valid label value: {LABEL_VALUE_RULE}"),
                 );
                 continue;
             }
@@ -257,9 +268,13 @@ impl Checker {
                 String::new()
             }
             Some(other) => {
-                self.error(
+                self.error_quoting(
                     at("type"),
                     format!("must be \"container\" or \"iso\", found {}", show(&other)),
+                    format!(
+                        "must be \"container\" or \"iso\", found {}",
+                        kind_of(&other)
+                    ),
                 );
                 String::new()
             }
@@ -314,6 +329,15 @@ impl Checker {
             upgrade_container,
         })
     }
+}
+
+/// Whether `k` is a key the rules name (so not one the data chose): the keys of an item,
+/// of its metadata and spec, and the fields a version type requires.
+pub(super) fn is_schema_key(k: &str) -> bool {
+    QUIET_ITEM_KEYS.contains(&k)
+        || KEPT_METADATA.contains(&k)
+        || SPEC_KEYS.contains(&k)
+        || matches!(k, "upgradeImage" | "uri")
 }
 
 /// "a container" / "an iso".

@@ -55,7 +55,7 @@ pub struct Context {
     pub settings: Settings,
     events: events::Events,
     pub metrics: Arc<Metrics>,
-    pub http: reqwest::Client,
+    pub http: crate::fetch::Client,
     scopes: Vec<Scope>,
     /// Wakes a channel's reconciliation (one sender per scope, same order).
     wake: Vec<mpsc::UnboundedSender<Key>>,
@@ -216,7 +216,7 @@ pub async fn run(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
-    http: reqwest::Client,
+    http: crate::fetch::Client,
     namespaces: &[String],
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
