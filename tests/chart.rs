@@ -914,6 +914,9 @@ spec:
     args: ["echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data"]
     mountPath: /output
     outputFile: /output/data
+    # The runner image is imported into the cluster, not pulled: the runner's default
+    # pull policy (Always) would look for it on a registry.
+    imagePullPolicy: IfNotPresent
   upgradeContainer: {}
 "#
     .replace("NAMESPACE", ns)
