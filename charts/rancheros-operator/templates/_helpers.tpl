@@ -59,6 +59,21 @@ every syncer pod): one string, so the two can never differ.
 {{- default (include "rancheros-operator.fullname" .) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/*
+The syncer pods' pull secrets, comma separated: operator.syncerImagePullSecrets, or when it
+is null the names of imagePullSecrets (the syncer pods run the operator's image too).
+*/}}
+{{- define "rancheros-operator.syncerImagePullSecrets" -}}
+{{- $names := .Values.operator.syncerImagePullSecrets }}
+{{- if kindIs "invalid" $names }}
+{{- $names = list }}
+{{- range .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- join "," (uniq $names) }}
+{{- end }}
+
 {{/* The watched namespaces, de-duplicated, in the given order. */}}
 {{- define "rancheros-operator.namespaces" -}}
 {{- $seen := list }}
