@@ -247,3 +247,9 @@ pub fn expected_lease_rules(lease: &str) -> Value {
     assert!(text.contains("LEASE_NAME"), "{RBAC_FILE}: {text}");
     serde_json::from_str(&text.replace("LEASE_NAME", lease)).unwrap()
 }
+
+/// The chart's own version (Chart.yaml).
+pub fn chart_version() -> String {
+    let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    yaml_docs(&text)[0]["version"].as_str().unwrap().to_string()
+}
