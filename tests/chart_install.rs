@@ -330,7 +330,12 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         Duration::from_secs(120),
         diag,
         || {
-            let list = kubectl_json(&["get", "managedosversions", "--namespace", &watched]);
+            let list = kubectl_json(&[
+                "get",
+                "managedosversions.rancheros.cattle.io",
+                "--namespace",
+                &watched,
+            ]);
             let names: BTreeSet<String> = list["items"]
                 .as_array()
                 .unwrap()
@@ -359,7 +364,7 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         || {
             let ch = kubectl_json(&[
                 "get",
-                "managedosversionchannel",
+                "managedosversionchannels.rancheros.cattle.io",
                 "testchannel",
                 "--namespace",
                 &watched,
@@ -426,7 +431,7 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
             || {
                 let ch = kubectl_json(&[
                     "get",
-                    "managedosversionchannel",
+                    "managedosversionchannels.rancheros.cattle.io",
                     name,
                     "--namespace",
                     &watched,
@@ -669,7 +674,7 @@ fn upgrade_rolls_the_pod(rel: &Release, watched: &str, synced: &Synced) {
     std::thread::sleep(Duration::from_secs(3));
     let channel = kubectl_json(&[
         "get",
-        "managedosversionchannel",
+        "managedosversionchannels.rancheros.cattle.io",
         "testchannel",
         "--namespace",
         watched,
@@ -686,7 +691,12 @@ fn uninstall_keeps_crds_and_versions(rel: &Release, watched: &str) {
     run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
     eprintln!("helm uninstall --wait: {:?}", t0.elapsed());
     run(kubectl().args(["get", "crd", "managedosversions.rancheros.cattle.io"]));
-    let left = kubectl_json(&["get", "managedosversions", "--namespace", watched]);
+    let left = kubectl_json(&[
+        "get",
+        "managedosversions.rancheros.cattle.io",
+        "--namespace",
+        watched,
+    ]);
     assert_eq!(left["items"].as_array().unwrap().len(), 2);
     let roles = kubectl_json(&["get", "roles,rolebindings", "--namespace", watched]);
     assert!(roles["items"].as_array().unwrap().is_empty(), "{roles:#}");
