@@ -72,6 +72,7 @@ pub struct ChannelGauges {
     pub last_success: Family<ChannelLabels, Gauge>,
     pub consecutive_failures: Family<ChannelLabels, Gauge>,
     pub sync_interval: Family<ChannelLabels, Gauge>,
+    pub suspended: Family<ChannelLabels, Gauge>,
 }
 
 pub struct Metrics {
@@ -171,6 +172,12 @@ impl Default for Metrics {
             "The channel's sync interval",
             c.sync_interval.clone(),
         );
+        // Alerts on stale channels leave out the ones that do not sync on purpose.
+        registry.register(
+            "channel_suspended",
+            "1 while the channel does not sync on purpose: spec.suspend is true (reason Suspended) or enabled is false (reason ChannelDisabled)",
+            c.suspended.clone(),
+        );
         registry.register(
             "build",
             "The operator's version",
@@ -239,6 +246,11 @@ impl Metrics {
             .condition(crate::api::READY)
             .is_some_and(|r| r.status == "True");
         c.ready.get_or_create(&labels).set(i64::from(ready));
+        let paused = status.condition(crate::api::READY).is_some_and(|r| {
+            r.reason == crate::api::reason::SUSPENDED
+                || r.reason == crate::api::reason::CHANNEL_DISABLED
+        });
+        c.suspended.get_or_create(&labels).set(i64::from(paused));
         c.versions
             .get_or_create(&labels)
             .set(status.synced_versions.unwrap_or_default());
@@ -263,6 +275,7 @@ impl Metrics {
             &c.last_success,
             &c.consecutive_failures,
             &c.sync_interval,
+            &c.suspended,
         ] {
             family.remove(&labels);
         }
@@ -331,5 +344,44 @@ mod tests {
             text.contains("rancheros_operator_writes_total{operation=\"status\"} 1"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_suspended_or_disabled_channel_says_so_and_its_series_go_with_it() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let m = Metrics::default();
+        let key = |name: &str| Key::new(name).within("ns");
+        let status = |reason: &str| ManagedOSVersionChannelStatus {
+            conditions: vec![Condition {
+                type_: crate::api::READY.into(),
+                status: "True".into(),
+                reason: reason.into(),
+                message: String::new(),
+                observed_generation: None,
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+            }],
+            ..Default::default()
+        };
+        let interval = std::time::Duration::from_secs(3600);
+        m.observe_channel(&key("a"), &status(crate::api::reason::SUSPENDED), interval);
+        m.observe_channel(
+            &key("b"),
+            &status(crate::api::reason::CHANNEL_DISABLED),
+            interval,
+        );
+        m.observe_channel(
+            &key("c"),
+            &status(crate::api::reason::SYNCHRONIZED),
+            interval,
+        );
+        let text = m.encode();
+        for (name, value) in [("a", 1), ("b", 1), ("c", 0)] {
+            let line = format!(
+                "rancheros_operator_channel_suspended{{namespace=\"ns\",name=\"{name}\"}} {value}"
+            );
+            assert!(text.contains(&line), "{line} not in\n{text}");
+        }
+        m.forget_channel(&key("a"));
+        assert!(!m.encode().contains("name=\"a\""), "{}", m.encode());
     }
 }

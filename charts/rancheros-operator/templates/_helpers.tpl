@@ -59,6 +59,21 @@ every syncer pod): one string, so the two can never differ.
 {{- default (include "rancheros-operator.fullname" .) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/*
+The syncer pods' pull secrets, comma separated: operator.syncerImagePullSecrets, or when it
+is null the names of imagePullSecrets (the syncer pods run the operator's image too).
+*/}}
+{{- define "rancheros-operator.syncerImagePullSecrets" -}}
+{{- $names := .Values.operator.syncerImagePullSecrets }}
+{{- if kindIs "invalid" $names }}
+{{- $names = list }}
+{{- range .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- end }}
+{{- join "," (uniq $names) }}
+{{- end }}
+
 {{/* The watched namespaces, de-duplicated, in the given order. */}}
 {{- define "rancheros-operator.namespaces" -}}
 {{- $seen := list }}
@@ -70,32 +85,12 @@ every syncer pod): one string, so the two can never differ.
 {{- join "," $seen }}
 {{- end }}
 
-{{/* Rules on the operator's own resources, in a watched namespace or cluster-wide. */}}
+{{/* Rules on the operator's own resources, in a watched namespace or cluster-wide (files/rbac.yaml). */}}
 {{- define "rancheros-operator.rules" -}}
-# Channels: the controller watches them; the status subresource is merge-patched.
-- apiGroups: ["rancheros.cattle.io"]
-  resources: ["managedosversionchannels"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: ["rancheros.cattle.io"]
-  resources: ["managedosversionchannels/status"]
-  verbs: ["patch"]
-# Versions: watched (one cache shared by all channels), created/updated by server-side apply (a patch that may
-# create), annotated by merge patch, deleted with a uid precondition; a sync refused
-# half-way undoes its writes (update puts a changed version back, create restores a
-# deleted one).
-- apiGroups: ["rancheros.cattle.io"]
-  resources: ["managedosversions"]
-  verbs: ["list", "watch", "create", "patch", "update", "delete"]
-# Syncer pods: watched (label rancheros.cattle.io/channel), read, created, deleted.
-- apiGroups: [""]
-  resources: ["pods"]
-  verbs: ["get", "list", "watch", "create", "delete"]
-# The runner's and display container's logs.
-- apiGroups: [""]
-  resources: ["pods/log"]
-  verbs: ["get"]
-# Events on channels (kube-runtime's Recorder: events.k8s.io/v1, create or patch a series).
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+{{- (.Files.Get "files/rbac.yaml" | fromYaml).rules | toYaml }}
+{{- end }}
+
+{{/* Rules on the leader Lease, in the release namespace (files/rbac.yaml). */}}
+{{- define "rancheros-operator.leaseRules" -}}
+{{- (.Files.Get "files/rbac.yaml" | fromYaml).leaseRules | toYaml | replace "LEASE_NAME" (include "rancheros-operator.leaseName" .) }}
 {{- end }}

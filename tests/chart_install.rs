@@ -1,0 +1,770 @@
+//! The Helm chart installed on the local cluster (KUBECONFIG, kubectl on PATH): an operator
+//! in-cluster syncs the sample channel under only the RBAC the chart grants. The test runs
+//! in phases: install and sync, RBAC (`kubectl auth can-i` for every rule of
+//! `files/rbac.yaml` and for what it must not grant), metrics through the Service, upgrade,
+//! uninstall. The rendering checks that need no cluster are `tests/chart_render.rs`.
+
+mod chart_support;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chart_support::*;
+use serde_json::Value;
+
+fn kubectl() -> Command {
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "KUBECONFIG is not set: the chart's end-to-end tests need the local cluster. \
+         Run scripts/test, or: eval \"$(scripts/cluster env)\" && eval \"$(scripts/helm env)\""
+    );
+    command("kubectl")
+}
+
+fn kubectl_json(args: &[&str]) -> Value {
+    let out = run(kubectl().args(args).args(["-o", "json"]));
+    serde_json::from_str(&out).unwrap()
+}
+
+fn kubectl_apply(yaml: &str) {
+    let mut cmd = kubectl();
+    cmd.args(["apply", "-f", "-"]);
+    let out = run_with_stdin(cmd, yaml);
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}\n{yaml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}-{:x}", nanos ^ std::process::id())
+}
+
+/// A Helm release in its own namespace (plus watched namespaces); on drop, uninstalled
+/// and every namespace deleted, whatever happened.
+struct Release {
+    name: String,
+    ns: String,
+    namespaces: Vec<String>,
+}
+
+impl Release {
+    fn new(prefix: &str, watched: usize) -> Self {
+        let ns = unique(prefix);
+        let namespaces: Vec<String> = (0..watched).map(|i| format!("{ns}-w{i}")).collect();
+        // Unique: an all-namespaces release's ClusterRole is named after it.
+        let name = format!("ros-{}", ns.rsplit('-').next().unwrap());
+        let release = Self {
+            name,
+            ns,
+            namespaces,
+        };
+        for ns in release.all_namespaces() {
+            run(kubectl().args(["create", "namespace", &ns]));
+        }
+        release
+    }
+
+    fn all_namespaces(&self) -> Vec<String> {
+        let mut all = vec![self.ns.clone()];
+        all.extend(self.namespaces.iter().cloned());
+        all
+    }
+
+    fn fullname(&self) -> String {
+        format!("{}-rancheros-operator", self.name)
+    }
+
+    fn sa(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.ns, self.fullname())
+    }
+
+    /// `helm install --wait` with the local image and the given extra values; its output
+    /// (with the NOTES).
+    fn install(&self, extra: &[&str]) -> String {
+        let image =
+            std::env::var("OPERATOR_IMAGE").unwrap_or_else(|_| "rancheros-operator:dev".into());
+        let (repo, tag) = image.rsplit_once(':').expect("OPERATOR_IMAGE is repo:tag");
+        let mut cmd = command("helm");
+        cmd.args(["install", &self.name])
+            .arg(chart_dir())
+            .args(["--namespace", &self.ns, "--wait", "--timeout", "180s"])
+            .args(["--set", &format!("image.repository={repo},image.tag={tag}")])
+            .args(["--set", "image.pullPolicy=IfNotPresent"])
+            .args(extra);
+        if !self.namespaces.is_empty() {
+            cmd.args([
+                "--set",
+                &format!("operator.namespaces={{{}}}", self.namespaces.join(",")),
+            ]);
+        }
+        let out = output(&mut cmd);
+        if !out.status.success() {
+            panic!(
+                "helm install failed: {}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.diagnostics()
+            );
+        }
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `kubectl auth can-i` as the chart's ServiceAccount. `resource` is `TYPE`,
+    /// `TYPE/NAME` or `TYPE#SUBRESOURCE`; `ns` None means all namespaces.
+    fn can_i(&self, verb: &str, resource: &str, ns: Option<&str>) -> bool {
+        let mut cmd = kubectl();
+        cmd.args(["auth", "can-i", verb, "--as", &self.sa()]);
+        match resource.split_once('#') {
+            Some((kind, sub)) => cmd.args([kind, "--subresource", sub]),
+            None => cmd.arg(resource),
+        };
+        match ns {
+            Some(ns) => cmd.args(["--namespace", ns]),
+            None => cmd.arg("--all-namespaces"),
+        };
+        let out = output(&mut cmd);
+        match out.status.code() {
+            Some(0) => true,
+            Some(1) => false,
+            _ => panic!(
+                "`{}` failed: {}",
+                describe(&cmd),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+
+    fn operator_pods(&self) -> Value {
+        kubectl_json(&[
+            "get",
+            "pods",
+            "--namespace",
+            &self.ns,
+            "--selector",
+            &format!("app.kubernetes.io/instance={}", self.name),
+        ])
+    }
+
+    fn diagnostics(&self) -> String {
+        let mut out = String::new();
+        for ns in self.all_namespaces() {
+            out += &String::from_utf8_lossy(
+                &output(kubectl().args(["get", "all,events", "--namespace", &ns, "-o", "wide"]))
+                    .stdout,
+            );
+        }
+        out += &String::from_utf8_lossy(
+            &output(kubectl().args([
+                "logs",
+                "--namespace",
+                &self.ns,
+                "--selector",
+                &format!("app.kubernetes.io/instance={}", self.name),
+                "--tail",
+                "200",
+            ]))
+            .stdout,
+        );
+        out
+    }
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- diagnostics ---\n{}", self.diagnostics());
+        }
+        let _ = output(command("helm").args([
+            "uninstall",
+            &self.name,
+            "--namespace",
+            &self.ns,
+            "--wait",
+        ]));
+        let _ = output(
+            kubectl()
+                .args(["delete", "namespace", "--wait=false", "--ignore-not-found"])
+                .args(self.all_namespaces()),
+        );
+    }
+}
+
+fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    diagnostics: impl Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if start.elapsed() > timeout {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                diagnostics()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The product contract's sample channel (spec section 2), in namespace `ns`, with the
+/// image swapped for the local runner image (nothing can be pulled here).
+fn sample_channel(ns: &str) -> String {
+    let runner =
+        std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".into());
+    r#"apiVersion: rancheros.cattle.io/v1
+kind: ManagedOSVersionChannel
+metadata: {name: testchannel, namespace: NAMESPACE}
+spec:
+  type: custom
+  options:
+    image: RUNNER
+    command: ["/bin/bash", "-c", "--"]
+    args: ["echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data"]
+    mountPath: /output
+    outputFile: /output/data
+    # The runner image is imported into the cluster, not pulled: the runner's default
+    # pull policy (Always) would look for it on a registry.
+    imagePullPolicy: IfNotPresent
+  upgradeContainer: {}
+"#
+    .replace("NAMESPACE", ns)
+    .replace("RUNNER", &runner)
+}
+
+fn ready_condition(channel: &Value) -> Option<(String, String, String)> {
+    channel["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("status"), s("reason"), s("message"))
+        })
+}
+
+/// GET over plain HTTP/1.0 from this host (Service IPs are reachable through kube-proxy).
+fn http_get(addr: &str, path: &str) -> String {
+    let mut stream =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// Runs one phase of the install test and says how long it took.
+fn phase<T>(name: &str, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    eprintln!("--- phase: {name}");
+    let out = f();
+    eprintln!("--- phase {name}: {:?}", t0.elapsed());
+    out
+}
+
+#[test]
+fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
+    let started = Instant::now();
+    let rel = Release::new("chart-e2e", 1);
+    let watched = rel.namespaces[0].clone();
+    let synced = phase("install and sync", || install_and_sync(&rel, &watched));
+    phase("RBAC (kubectl auth can-i)", || {
+        rbac_is_least(&rel, &watched)
+    });
+    phase("metrics through the Service", || metrics_are_served(&rel));
+    phase("upgrade", || upgrade_rolls_the_pod(&rel, &watched, &synced));
+    phase("uninstall", || {
+        uninstall_keeps_crds_and_versions(&rel, &watched)
+    });
+    eprintln!("end to end: {:?}", started.elapsed());
+}
+
+/// What the first phase leaves for the others: the leading pod, the synced channel.
+struct Synced {
+    pod_name: String,
+    channel: Value,
+}
+
+/// `helm install --wait` watching `watched`; the pod leads; the sample channel syncs to
+/// foo and bar, with Events; its syncer pod goes; json channels resolve names in-cluster.
+fn install_and_sync(rel: &Release, watched: &str) -> Synced {
+    let started = Instant::now();
+    let watched = watched.to_string();
+    let diag = || rel.diagnostics();
+    let notes = rel.install(&["--set", "operator.retryDelay=5s"]);
+    assert!(
+        notes.contains(&format!("Watches ManagedOSVersionChannels in: {watched}")),
+        "{notes}"
+    );
+    eprintln!("helm install --wait: {:?}", started.elapsed());
+
+    // The operator runs as a pod under the chart's ServiceAccount and leads.
+    let pods = rel.operator_pods();
+    let pod = &pods["items"][0];
+    let pod_name = pod["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(pod["spec"]["serviceAccountName"], rel.fullname());
+    let lease = wait_for("the leader Lease", Duration::from_secs(60), diag, || {
+        let lease = kubectl_json(&["get", "lease", &rel.fullname(), "--namespace", &rel.ns]);
+        (lease["spec"]["holderIdentity"] == pod_name.as_str()).then_some(lease)
+    });
+    assert_eq!(lease["metadata"]["namespace"], rel.ns.as_str());
+
+    // The sample channel syncs to foo and bar.
+    kubectl_apply(&sample_channel(&watched));
+    let t0 = Instant::now();
+    let versions = wait_for(
+        "versions foo and bar",
+        Duration::from_secs(120),
+        diag,
+        || {
+            let list = kubectl_json(&[
+                "get",
+                "managedosversions.rancheros.cattle.io",
+                "--namespace",
+                &watched,
+            ]);
+            let names: BTreeSet<String> = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            (names == BTreeSet::from(["bar".to_string(), "foo".to_string()])).then_some(list)
+        },
+    );
+    eprintln!("sample channel synced in {:?}", t0.elapsed());
+    for v in versions["items"].as_array().unwrap() {
+        assert_eq!(
+            v["metadata"]["labels"]["rancheros.cattle.io/channel"],
+            "testchannel"
+        );
+        assert_eq!(
+            v["metadata"]["ownerReferences"][0]["kind"],
+            "ManagedOSVersionChannel"
+        );
+        assert_eq!(v["metadata"]["ownerReferences"][0]["controller"], true);
+    }
+    let channel = wait_for(
+        "Ready=True Synchronized",
+        Duration::from_secs(60),
+        diag,
+        || {
+            let ch = kubectl_json(&[
+                "get",
+                "managedosversionchannels.rancheros.cattle.io",
+                "testchannel",
+                "--namespace",
+                &watched,
+            ]);
+            matches!(ready_condition(&ch), Some((s, r, _)) if s == "True" && r == "Synchronized")
+                .then_some(ch)
+        },
+    );
+    assert_eq!(channel["status"]["syncedVersions"], 2, "{channel:#}");
+    // Its Events were written, reported by this pod (POD_NAME from the downward API).
+    let events = wait_for(
+        "an Event on the channel",
+        Duration::from_secs(30),
+        diag,
+        || {
+            let list = kubectl_json(&["get", "events.events.k8s.io", "--namespace", &watched]);
+            let ours: Vec<Value> = list["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| {
+                    e["regarding"]["kind"] == "ManagedOSVersionChannel"
+                        && e["regarding"]["name"] == "testchannel"
+                        && e["reportingController"] == "rancheros-operator"
+                })
+                .cloned()
+                .collect();
+            (!ours.is_empty()).then_some(ours)
+        },
+    );
+    assert_eq!(
+        events[0]["reportingInstance"],
+        pod_name.as_str(),
+        "{events:#?}"
+    );
+    // The syncer pod is gone once the sync is done.
+    wait_for(
+        "the syncer pod to be deleted",
+        Duration::from_secs(60),
+        diag,
+        || {
+            let pods = kubectl_json(&["get", "pods", "--namespace", &watched]);
+            pods["items"].as_array().unwrap().is_empty().then_some(())
+        },
+    );
+
+    // Name resolution in the static scratch image: a json channel whose URL names the
+    // `kubernetes` Service resolves and connects (plain HTTP to the API server's TLS port
+    // is answered with 400), while a name the cluster DNS does not know fails as a DNS error.
+    kubectl_apply(&format!(
+        "apiVersion: rancheros.cattle.io/v1\nkind: ManagedOSVersionChannel\n\
+         metadata: {{name: dns-known, namespace: {watched}}}\n\
+         spec: {{type: json, options: {{uri: \"http://kubernetes.default.svc:443/\", timeout: 10s}}}}\n\
+         ---\n\
+         apiVersion: rancheros.cattle.io/v1\nkind: ManagedOSVersionChannel\n\
+         metadata: {{name: dns-unknown, namespace: {watched}}}\n\
+         spec: {{type: json, options: {{uri: \"http://no-such-service.default.svc.cluster.local/\", timeout: 10s}}}}\n"
+    ));
+    let failed = |name: &str| {
+        wait_for(
+            &format!("{name} FailedToSync"),
+            Duration::from_secs(60),
+            diag,
+            || {
+                let ch = kubectl_json(&[
+                    "get",
+                    "managedosversionchannels.rancheros.cattle.io",
+                    name,
+                    "--namespace",
+                    &watched,
+                ]);
+                match ready_condition(&ch) {
+                    Some((_, r, m)) if r == "FailedToSync" => Some(m),
+                    _ => None,
+                }
+            },
+        )
+    };
+    let known = failed("dns-known");
+    assert!(
+        known.contains("HTTP 400"),
+        "kubernetes.default.svc did not resolve and connect: {known}"
+    );
+    let unknown = failed("dns-unknown");
+    assert!(
+        !unknown.contains("HTTP") && unknown.contains("failed to lookup address"),
+        "an unknown name did not fail as a DNS error: {unknown}"
+    );
+    eprintln!("json channel via kubernetes.default.svc: {known}\nunknown name: {unknown}");
+    Synced { pod_name, channel }
+}
+
+/// Metrics through the chart's Service.
+fn metrics_are_served(rel: &Release) {
+    let svc = kubectl_json(&[
+        "get",
+        "service",
+        &format!("{}-metrics", rel.fullname()),
+        "--namespace",
+        &rel.ns,
+    ]);
+    let addr = format!(
+        "{}:{}",
+        svc["spec"]["clusterIP"].as_str().unwrap(),
+        svc["spec"]["ports"][0]["port"]
+    );
+    let metrics = http_get(&addr, "/metrics");
+    assert!(
+        metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("rancheros_operator_leader 1"), "{metrics}");
+}
+
+/// Least privilege, as the API server's authorizer sees it: every rule of files/rbac.yaml
+/// is granted where it should be, and nothing else is.
+fn rbac_is_least(rel: &Release, watched: &str) {
+    let ns = rel.ns.as_str();
+    let w = Some(watched);
+    // Each verb of each rule of the one source, in the watched namespace and (the Lease's)
+    // in the release namespace.
+    let granted = |rules: &Value, ns: &str| {
+        let mut checked = 0;
+        for rule in rules.as_array().unwrap() {
+            let group = rule["apiGroups"][0].as_str().unwrap();
+            let names: Vec<&str> = rule["resourceNames"]
+                .as_array()
+                .map(|n| n.iter().map(|v| v.as_str().unwrap()).collect())
+                .unwrap_or_default();
+            for resource in rule["resources"].as_array().unwrap() {
+                let (kind, sub) = match resource.as_str().unwrap().split_once('/') {
+                    Some((kind, sub)) => (kind, Some(sub)),
+                    None => (resource.as_str().unwrap(), None),
+                };
+                let mut typ = if group.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{kind}.{group}")
+                };
+                if let Some(name) = names.first() {
+                    typ = format!("{typ}/{name}");
+                }
+                if let Some(sub) = sub {
+                    typ = format!("{typ}#{sub}");
+                }
+                for verb in rule["verbs"].as_array().unwrap() {
+                    let verb = verb.as_str().unwrap();
+                    assert!(
+                        rel.can_i(verb, &typ, Some(ns)),
+                        "{RBAC_FILE} grants {verb} {typ} in {ns}, the API server says no to {}",
+                        rel.sa()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        checked
+    };
+    let checked =
+        granted(&expected_rules(), watched) + granted(&expected_lease_rules(&rel.fullname()), ns);
+    eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
+    let lease_name = format!("leases/{}", rel.fullname());
+    for (verb, resource, ns, allowed) in [
+        (
+            "get",
+            "managedosversionchannels.rancheros.cattle.io",
+            w,
+            true,
+        ),
+        (
+            "watch",
+            "managedosversionchannels.rancheros.cattle.io",
+            w,
+            true,
+        ),
+        (
+            "patch",
+            "managedosversionchannels.rancheros.cattle.io#status",
+            w,
+            true,
+        ),
+        ("list", "managedosversions.rancheros.cattle.io", w, true),
+        ("watch", "managedosversions.rancheros.cattle.io", w, true),
+        ("create", "managedosversions.rancheros.cattle.io", w, true),
+        ("patch", "managedosversions.rancheros.cattle.io", w, true),
+        ("update", "managedosversions.rancheros.cattle.io", w, true),
+        ("delete", "managedosversions.rancheros.cattle.io", w, true),
+        ("create", "pods", w, true),
+        ("delete", "pods", w, true),
+        ("get", "pods#log", w, true),
+        ("create", "events.events.k8s.io", w, true),
+        ("create", "leases.coordination.k8s.io", Some(ns), true),
+        ("patch", &lease_name, Some(ns), true),
+        // Not: secrets, other kinds, other namespaces, its own channels' spec, other Leases.
+        ("get", "secrets", w, false),
+        ("list", "secrets", Some(ns), false),
+        ("list", "secrets", None, false),
+        ("get", "configmaps", w, false),
+        ("create", "deployments.apps", w, false),
+        ("create", "pods#exec", w, false),
+        ("update", "pods", w, false),
+        ("create", "serviceaccounts#token", w, false),
+        (
+            "create",
+            "managedosversionchannels.rancheros.cattle.io",
+            w,
+            false,
+        ),
+        (
+            "update",
+            "managedosversionchannels.rancheros.cattle.io",
+            w,
+            false,
+        ),
+        (
+            "delete",
+            "managedosversionchannels.rancheros.cattle.io",
+            w,
+            false,
+        ),
+        (
+            "update",
+            "managedosversionchannels.rancheros.cattle.io#status",
+            w,
+            false,
+        ),
+        ("create", "pods", Some(ns), false),
+        ("list", "pods", Some("default"), false),
+        (
+            "list",
+            "managedosversionchannels.rancheros.cattle.io",
+            None,
+            false,
+        ),
+        ("create", "leases.coordination.k8s.io", w, false),
+        (
+            "patch",
+            "leases.coordination.k8s.io/someone-else",
+            Some(ns),
+            false,
+        ),
+        ("delete", &lease_name, Some(ns), false),
+        ("create", "events", w, false),
+        ("create", "events.events.k8s.io", Some("default"), false),
+        (
+            "update",
+            "customresourcedefinitions.apiextensions.k8s.io",
+            None,
+            false,
+        ),
+        (
+            "create",
+            "clusterrolebindings.rbac.authorization.k8s.io",
+            None,
+            false,
+        ),
+        ("escalate", "roles.rbac.authorization.k8s.io", w, false),
+        ("list", "nodes", None, false),
+    ] {
+        assert_eq!(
+            rel.can_i(verb, resource, ns),
+            allowed,
+            "can {} {verb} {resource} in {ns:?}?",
+            rel.sa()
+        );
+    }
+}
+
+/// An upgrade rolls the pod: the new one takes the Lease, and the restart starts no
+/// sync (the channel's last sync stays as it was).
+fn upgrade_rolls_the_pod(rel: &Release, watched: &str, synced: &Synced) {
+    let diag = || rel.diagnostics();
+    let pod_name = &synced.pod_name;
+    let synced_at = synced.channel["status"]["lastSyncedTime"].clone();
+    let t0 = Instant::now();
+    run(command("helm")
+        .args(["upgrade", &rel.name])
+        .arg(chart_dir())
+        .args([
+            "--namespace",
+            &rel.ns,
+            "--reuse-values",
+            "--wait",
+            "--timeout",
+            "180s",
+        ])
+        .args(["--set", "operator.logFormat=json"]));
+    let new_pod = wait_for(
+        "the upgraded pod to lead",
+        Duration::from_secs(90),
+        diag,
+        || {
+            let pods = rel.operator_pods();
+            let items = pods["items"].as_array().unwrap();
+            let [pod] = items.as_slice() else { return None };
+            let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+            let lease = kubectl_json(&["get", "lease", &rel.fullname(), "--namespace", &rel.ns]);
+            (name != *pod_name && lease["spec"]["holderIdentity"] == name.as_str()).then_some(name)
+        },
+    );
+    eprintln!("helm upgrade, new leader {new_pod}: {:?}", t0.elapsed());
+    let log = run(kubectl().args(["logs", &new_pod, "--namespace", &rel.ns]));
+    assert!(
+        log.lines().next().is_some_and(|l| l.starts_with('{')),
+        "logFormat=json: {log}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let channel = kubectl_json(&[
+        "get",
+        "managedosversionchannels.rancheros.cattle.io",
+        "testchannel",
+        "--namespace",
+        watched,
+    ]);
+    assert_eq!(
+        channel["status"]["lastSyncedTime"], synced_at,
+        "a restart started a sync"
+    );
+}
+
+/// Uninstall keeps the CRDs and what the operator made.
+fn uninstall_keeps_crds_and_versions(rel: &Release, watched: &str) {
+    let t0 = Instant::now();
+    run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
+    eprintln!("helm uninstall --wait: {:?}", t0.elapsed());
+    run(kubectl().args(["get", "crd", "managedosversions.rancheros.cattle.io"]));
+    let left = kubectl_json(&[
+        "get",
+        "managedosversions.rancheros.cattle.io",
+        "--namespace",
+        watched,
+    ]);
+    assert_eq!(left["items"].as_array().unwrap().len(), 2);
+    let roles = kubectl_json(&["get", "roles,rolebindings", "--namespace", watched]);
+    assert!(roles["items"].as_array().unwrap().is_empty(), "{roles:#}");
+}
+
+#[test]
+fn helm_install_for_all_namespaces_binds_a_cluster_role() {
+    // Zero replicas: the RBAC of the all-namespaces mode, without an operator that would
+    // act on the other tests' channels.
+    let rel = Release::new("chart-e2e-all", 0);
+    let notes = rel.install(&["--set", "replicaCount=0"]);
+    assert!(
+        notes.contains("Watches ManagedOSVersionChannels in all namespaces."),
+        "{notes}"
+    );
+    let name = rel.fullname();
+    run(kubectl().args(["get", "clusterrole", &name]));
+    run(kubectl().args(["get", "clusterrolebinding", &name]));
+    for (verb, resource, ns, allowed) in [
+        (
+            "list",
+            "managedosversionchannels.rancheros.cattle.io",
+            None,
+            true,
+        ),
+        ("watch", "pods", None, true),
+        ("create", "pods", Some("default"), true),
+        (
+            "patch",
+            "managedosversions.rancheros.cattle.io",
+            Some("default"),
+            true,
+        ),
+        ("create", "events.events.k8s.io", Some("default"), true),
+        (
+            "create",
+            "leases.coordination.k8s.io",
+            Some(rel.ns.as_str()),
+            true,
+        ),
+        ("list", "secrets", None, false),
+        ("get", "secrets", Some(rel.ns.as_str()), false),
+        (
+            "create",
+            "leases.coordination.k8s.io",
+            Some("default"),
+            false,
+        ),
+        ("create", "deployments.apps", Some("default"), false),
+        (
+            "delete",
+            "managedosversionchannels.rancheros.cattle.io",
+            None,
+            false,
+        ),
+        ("list", "namespaces", None, false),
+    ] {
+        assert_eq!(
+            rel.can_i(verb, resource, ns),
+            allowed,
+            "can {} {verb} {resource} in {ns:?}?",
+            rel.sa()
+        );
+    }
+    run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
+    let out = output(kubectl().args(["get", "clusterrole", &name]));
+    assert!(
+        !out.status.success(),
+        "the ClusterRole outlived the release"
+    );
+}

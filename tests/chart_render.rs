@@ -1,0 +1,955 @@
+//! The Helm chart (`charts/rancheros-operator`) without a cluster: its CRDs are `crds/`, it
+//! lints and renders with default and non-default values, the rendered manifests pass the
+//! Kubernetes schemas and yamllint, its RBAC is `files/rbac.yaml` and docs/install.md's
+//! tables say the same, its alert rules parse and its dashboard asks only for metrics the
+//! operator exports. `tests/chart_install.rs` installs it on the local cluster.
+//!
+//! `UPDATE_CRDS=1 cargo test --test chart_render` copies `crds/` into the chart.
+
+mod chart_support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use chart_support::*;
+use serde_json::{Value, json};
+
+/// The Kubernetes versions the rendered manifests are validated against: the oldest the
+/// operator supports (its client's floor) and the local cluster's.
+const SCHEMA_VERSIONS: &[&str] = &["1.33.0", "1.37.0"];
+
+/// The checks every rendering must pass: the operator container's image is its
+/// OPERATOR_IMAGE, the downward API gives POD_NAME/POD_NAMESPACE, the security context
+/// is locked down, and the ServiceAccount is bound to nothing but the expected rules.
+fn check_common(docs: &[Value], deployment: &str) -> Value {
+    let dep = find(docs, "Deployment", deployment);
+    let pod = &dep["spec"]["template"]["spec"];
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1, "one container: {pod:#}");
+    let c = &containers[0];
+    assert_eq!(c["args"], json!(["operator"]));
+    assert_eq!(
+        env_value(c, "OPERATOR_IMAGE"),
+        Some(c["image"].clone()),
+        "OPERATOR_IMAGE must be the deployed image"
+    );
+    for (var, field) in [
+        ("POD_NAME", "metadata.name"),
+        ("POD_NAMESPACE", "metadata.namespace"),
+    ] {
+        assert_eq!(
+            env_value(c, var),
+            Some(json!({"fieldRef": {"fieldPath": field}})),
+            "{var} from the downward API"
+        );
+    }
+    let names: Vec<String> = env_of(c).into_iter().map(|(n, _)| n).collect();
+    let unique: BTreeSet<&String> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "duplicate env vars: {names:?}");
+
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    let psc = &pod["securityContext"];
+    assert_eq!(psc["runAsNonRoot"], true);
+    assert_eq!(psc["runAsUser"], 65532);
+    assert_eq!(psc["seccompProfile"]["type"], "RuntimeDefault");
+
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    let port = c["ports"][0]["containerPort"].as_i64().unwrap();
+    assert_eq!(
+        env_value(c, "METRICS_ADDRESS"),
+        Some(json!(format!("0.0.0.0:{port}")))
+    );
+
+    // Every binding names the chart's ServiceAccount, and only it.
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    find(docs, "ServiceAccount", sa);
+    for binding in of_kind(docs, "RoleBinding")
+        .into_iter()
+        .chain(of_kind(docs, "ClusterRoleBinding"))
+    {
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": sa, "namespace": "ops"}]),
+            "{binding:#}"
+        );
+    }
+    // The CRDs are the chart's crds/.
+    for crd in [
+        "managedosversionchannels.rancheros.cattle.io",
+        "managedosversions.rancheros.cattle.io",
+    ] {
+        find(docs, "CustomResourceDefinition", crd);
+    }
+    c.clone()
+}
+
+#[test]
+fn chart_crds_are_the_crds_directory() {
+    let update = std::env::var_os("UPDATE_CRDS").is_some();
+    let ours = root().join("crds");
+    let chart = chart_dir().join("crds");
+    let names = |dir: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    for name in names(&ours) {
+        let want = std::fs::read(ours.join(&name)).unwrap();
+        let path = chart.join(&name);
+        if update {
+            std::fs::write(&path, &want).unwrap();
+            continue;
+        }
+        assert!(
+            std::fs::read(&path).ok().as_ref() == Some(&want),
+            "{} differs from crds/{name}; run `UPDATE_CRDS=1 cargo test --test crds --test chart_render`",
+            path.display()
+        );
+    }
+    if update {
+        for stale in names(&chart).difference(&names(&ours)) {
+            std::fs::remove_file(chart.join(stale)).unwrap();
+        }
+    }
+    assert_eq!(
+        names(&chart),
+        names(&ours),
+        "{CHART}/crds must hold exactly the files of crds/"
+    );
+}
+
+#[test]
+fn helm_lint_strict_passes_with_default_and_ci_values() {
+    run(command("helm").args(["lint", "--strict"]).arg(chart_dir()));
+    for values in ci_values() {
+        run(command("helm")
+            .args(["lint", "--strict"])
+            .arg(chart_dir())
+            .arg("--values")
+            .arg(&values));
+    }
+}
+
+#[test]
+fn default_values_watch_all_namespaces_with_a_cluster_role() {
+    let docs = render(&[]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(
+        c["image"], "rancheros-operator:0.1.0",
+        "default tag: appVersion"
+    );
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(env_value(&c, "SYNC_NAMESPACES"), None, "all namespaces");
+    assert_eq!(env_value(&c, "LOG_FORMAT"), Some(json!("text")));
+    assert_eq!(env_value(&c, "SYNC_TIMEOUT"), Some(json!("5m")));
+    assert_eq!(env_value(&c, "MAX_CONCURRENT_SYNCS"), Some(json!("10")));
+    assert_eq!(env_value(&c, "JSON_CACHE_BYTES"), Some(json!("16Mi")));
+    assert_eq!(
+        env_value(&c, "MAX_VERSIONS_PER_CHANNEL"),
+        Some(json!("10000"))
+    );
+    // Unset: the operator's own defaults apply (an empty CIDR list would be a usage
+    // error, not the default list).
+    for var in [
+        "MAX_SYNC_TIMEOUT",
+        "MIN_SYNC_INTERVAL",
+        "ALLOW_PRIVILEGED_RUNNERS",
+        "JSON_DENY_CIDRS",
+        "JSON_ALLOW_CIDRS",
+        "SYNCER_IMAGE_PULL_SECRETS",
+    ] {
+        assert_eq!(env_value(&c, var), None, "{var} rendered by default");
+    }
+    assert_eq!(env_value(&c, "LEADER_ELECTION"), Some(json!("true")));
+    assert_eq!(
+        env_value(&c, "LEADER_ELECTION_NAMESPACE"),
+        Some(json!("ops"))
+    );
+    assert_eq!(
+        env_value(&c, "LEADER_ELECTION_LEASE"),
+        Some(json!("rel-rancheros-operator"))
+    );
+    assert!(c["resources"]["requests"]["memory"].is_string());
+    assert_eq!(c["resources"]["limits"]["memory"], "256Mi");
+    let dep = find(&docs, "Deployment", "rel-rancheros-operator");
+    assert_eq!(dep["spec"]["replicas"], 1);
+
+    let role = find(&docs, "ClusterRole", "rel-rancheros-operator");
+    assert_eq!(role["rules"], expected_rules());
+    let binding = find(&docs, "ClusterRoleBinding", "rel-rancheros-operator");
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(binding["roleRef"]["name"], "rel-rancheros-operator");
+    // The only namespaced Role is the Lease's, in the release namespace.
+    let roles = of_kind(&docs, "Role");
+    assert_eq!(roles.len(), 1, "{roles:#?}");
+    assert_eq!(roles[0]["metadata"]["namespace"], "ops");
+    assert_eq!(
+        roles[0]["rules"],
+        expected_lease_rules("rel-rancheros-operator")
+    );
+
+    let svc = find(&docs, "Service", "rel-rancheros-operator-metrics");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    assert_eq!(
+        svc["spec"]["selector"],
+        dep["spec"]["selector"]["matchLabels"]
+    );
+    for kind in [
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+        "NetworkPolicy",
+    ] {
+        assert!(
+            of_kind(&docs, kind).is_empty(),
+            "{kind} rendered by default"
+        );
+    }
+    for doc in &docs {
+        if doc["kind"] != "CustomResourceDefinition"
+            && doc["kind"] != "ClusterRole"
+            && doc["kind"] != "ClusterRoleBinding"
+        {
+            assert_eq!(doc["metadata"]["namespace"], "ops", "{doc:#}");
+        }
+    }
+}
+
+#[test]
+fn ci_values_watch_listed_namespaces_with_roles() {
+    let values = chart_dir().join("ci/namespaced-values.yaml");
+    let docs = render(&["--values", values.to_str().unwrap()]);
+    let c = check_common(&docs, "ros-operator");
+    let image = "registry.example.com/rancheros/rancheros-operator:1.2.3";
+    assert_eq!(c["image"], image);
+    assert_eq!(c["imagePullPolicy"], "Always");
+    assert_eq!(
+        env_value(&c, "SYNC_NAMESPACES"),
+        Some(json!("fleet-default,fleet-local"))
+    );
+    assert_eq!(env_value(&c, "LOG_FORMAT"), Some(json!("json")));
+    assert_eq!(env_value(&c, "SYNC_TIMEOUT"), Some(json!("10m")));
+    assert_eq!(env_value(&c, "MAX_OUTPUT_BYTES"), Some(json!("32Mi")));
+    assert_eq!(env_value(&c, "RETRY_DELAY"), Some(json!("30s")));
+    for (var, value) in [
+        ("MAX_SYNC_TIMEOUT", "30m"),
+        ("MIN_SYNC_INTERVAL", "5m"),
+        ("MAX_CONCURRENT_SYNCS", "4"),
+        ("JSON_CACHE_BYTES", "8Mi"),
+        ("MAX_VERSIONS_PER_CHANNEL", "2000"),
+        ("JSON_DENY_CIDRS", "127.0.0.0/8,169.254.0.0/16,10.0.0.0/8"),
+        ("JSON_ALLOW_CIDRS", "10.1.2.0/24"),
+        // By default the syncer pods get the operator pod's pull secrets.
+        ("SYNCER_IMAGE_PULL_SECRETS", "regcred"),
+    ] {
+        assert_eq!(env_value(&c, var), Some(json!(value)), "{var}");
+    }
+    assert_eq!(env_value(&c, "ALLOW_PRIVILEGED_RUNNERS"), None);
+    assert_eq!(
+        env_value(&c, "RUST_LOG"),
+        Some(json!("info,rancheros_operator=debug"))
+    );
+    assert_eq!(
+        env_value(&c, "HTTPS_PROXY"),
+        Some(json!("http://proxy.example.com:3128"))
+    );
+    assert_eq!(
+        env_value(&c, "LEADER_ELECTION_LEASE"),
+        Some(json!("ros-operator-leader"))
+    );
+    assert_eq!(c["resources"]["limits"]["cpu"], "500m");
+    let dep = find(&docs, "Deployment", "ros-operator");
+    assert_eq!(dep["spec"]["replicas"], 2);
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "ros-operator-sa");
+    assert_eq!(pod["imagePullSecrets"], json!([{"name": "regcred"}]));
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(
+        dep["spec"]["template"]["metadata"]["labels"]["example.com/tier"],
+        "control"
+    );
+
+    assert!(of_kind(&docs, "ClusterRole").is_empty());
+    assert!(of_kind(&docs, "ClusterRoleBinding").is_empty());
+    for ns in ["fleet-default", "fleet-local"] {
+        let role = of_kind(&docs, "Role")
+            .into_iter()
+            .find(|r| r["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("no Role in {ns}"));
+        assert_eq!(role["metadata"]["name"], "ros-operator");
+        assert_eq!(role["rules"], expected_rules());
+        let binding = of_kind(&docs, "RoleBinding")
+            .into_iter()
+            .find(|r| r["metadata"]["namespace"] == ns)
+            .unwrap_or_else(|| panic!("no RoleBinding in {ns}"));
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ros-operator"})
+        );
+    }
+    let lease = find(&docs, "Role", "ros-operator-leader-election");
+    assert_eq!(lease["metadata"]["namespace"], "ops");
+    assert_eq!(lease["rules"], expected_lease_rules("ros-operator-leader"));
+    assert_eq!(of_kind(&docs, "Role").len(), 3);
+
+    let svc = find(&docs, "Service", "ros-operator-metrics");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9443);
+    assert_eq!(c["ports"][0]["containerPort"], 9090);
+    let sm = find(&docs, "ServiceMonitor", "ros-operator");
+    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm["spec"]["endpoints"][0]["interval"], "15s");
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["honorLabels"], true,
+        "the channel series' namespace label must win"
+    );
+    assert_eq!(
+        sm["spec"]["namespaceSelector"]["matchNames"],
+        json!(["ops"])
+    );
+    for (k, v) in sm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &svc["metadata"]["labels"][k], v,
+            "the ServiceMonitor selects the Service"
+        );
+    }
+
+    // The egress NetworkPolicy: the operator pods, egress only, the API server first.
+    let np = find(&docs, "NetworkPolicy", "ros-operator-egress");
+    assert_eq!(
+        np["spec"]["podSelector"]["matchLabels"],
+        dep["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(np["spec"]["policyTypes"], json!(["Egress"]));
+    assert_eq!(
+        np["spec"]["egress"][0],
+        json!({"to": [{"ipBlock": {"cidr": "192.0.2.10/32"}}], "ports": [{"port": 6443, "protocol": "TCP"}]})
+    );
+    assert_eq!(np["spec"]["egress"][1]["ports"][0]["port"], 53);
+    assert_eq!(np["spec"]["egress"].as_array().unwrap().len(), 3);
+    // Alert rules and dashboard where asked.
+    let rule = find(&docs, "PrometheusRule", "ros-operator");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    for r in rule["spec"]["groups"][0]["rules"].as_array().unwrap() {
+        assert_eq!(
+            r["labels"],
+            json!({"severity": "critical", "team": "platform"})
+        );
+    }
+    let dashboard = find(&docs, "ConfigMap", "ros-operator-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], "monitoring");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+}
+
+#[test]
+fn other_values_render_as_documented() {
+    // Pinned by digest: the same reference in the pod and in OPERATOR_IMAGE.
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let docs = render(&["--set", &format!("image.digest={digest}")]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(c["image"], format!("rancheros-operator@{digest}"));
+
+    // No leader election: no Lease role, LEADER_ELECTION=false.
+    let docs = render(&["--set", "leaderElection.enabled=false"]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(env_value(&c, "LEADER_ELECTION"), Some(json!("false")));
+    assert_eq!(env_value(&c, "LEADER_ELECTION_NAMESPACE"), None);
+    assert!(of_kind(&docs, "Role").is_empty());
+
+    // No RBAC, an existing ServiceAccount, no metrics Service.
+    let docs = render(&[
+        "--set",
+        "rbac.create=false,serviceAccount.create=false,serviceAccount.name=mine,metrics.service.enabled=false",
+    ]);
+    let dep = find(&docs, "Deployment", "rel-rancheros-operator");
+    assert_eq!(
+        dep["spec"]["template"]["spec"]["serviceAccountName"],
+        "mine"
+    );
+    for kind in [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Service",
+    ] {
+        assert!(of_kind(&docs, kind).is_empty(), "{kind} rendered");
+    }
+
+    // A namespace listed twice gets one Role.
+    let docs = render(&["--set", "operator.namespaces={a,b,a}"]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(env_value(&c, "SYNC_NAMESPACES"), Some(json!("a,b")));
+    assert_eq!(
+        of_kind(&docs, "RoleBinding").len(),
+        3,
+        "a, b and the Lease's"
+    );
+}
+
+#[test]
+fn bad_values_are_refused_with_a_reason() {
+    for (set, reason) in [
+        (
+            "replicaCount=2,leaderElection.enabled=false",
+            "replicaCount > 1 needs leaderElection.enabled=true",
+        ),
+        (
+            "operator.logFormat=xml",
+            "value must be one of 'text', 'json'",
+        ),
+        (
+            "operator.namespaces={Not_A_Namespace}",
+            "does not match pattern",
+        ),
+        ("operator.syncTimeout=soon", "does not match pattern"),
+        ("image.pullPolicy=Sometimes", "value must be one of"),
+        (
+            "metrics.service.enabled=false,metrics.serviceMonitor.enabled=true",
+            "needs metrics.service.enabled",
+        ),
+        (
+            "imagee.tag=typo",
+            "additional properties 'imagee' not allowed",
+        ),
+    ] {
+        let stderr = run_failing(&mut helm_template(&["--set", set]));
+        assert!(
+            stderr.contains(reason),
+            "--set {set}: expected {reason:?} in:\n{stderr}"
+        );
+    }
+}
+
+/// `helm template --output-dir` with the given values: the rendered files.
+fn render_to_dir(name: &str, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
+    let dir = temp_dir(name);
+    run(helm_template(args).arg("--output-dir").arg(&dir));
+    let mut files = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with("templates/deployment.yaml"))
+            && files
+                .iter()
+                .any(|f| f.ends_with("crds/managedosversions.yaml")),
+        "unexpected rendering: {files:?}"
+    );
+    (dir, files)
+}
+
+#[test]
+fn rendered_manifests_pass_kubernetes_schemas_and_yamllint() {
+    let config = root().join("charts/.yamllint.yaml");
+    let mut cases: Vec<(String, Vec<String>)> = vec![("default".into(), vec![])];
+    for values in ci_values() {
+        let name = values.file_stem().unwrap().to_string_lossy().into_owned();
+        cases.push((name, vec!["--values".into(), values.display().to_string()]));
+    }
+    for (name, args) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (dir, files) = render_to_dir(name, &args);
+        for version in SCHEMA_VERSIONS {
+            let out = run(command("kubernetes-validate")
+                .args(["--strict", "--kubernetes-version", version])
+                .args(&files));
+            // Only the Prometheus Operator's kinds have no schema here; every other object
+            // must have been checked.
+            for line in out.lines().filter(|l| !l.starts_with("INFO")) {
+                assert!(
+                    line.contains("Couldn't find schema for kind ServiceMonitor")
+                        || line.contains("Couldn't find schema for kind PrometheusRule"),
+                    "{name}, Kubernetes {version}: {line}\n{out}"
+                );
+            }
+            assert!(out.contains("passed for resource deployment/"), "{out}");
+        }
+        // The templates' output; the CRDs are linted as the chart's files below (helm's
+        // --output-dir adds a blank line at their end).
+        run(command("yamllint")
+            .args(["--strict", "--config-file"])
+            .arg(&config)
+            .arg(dir.join("rancheros-operator/templates")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    // The chart's own YAML files too.
+    let chart = chart_dir();
+    run(command("yamllint")
+        .args(["--strict", "--config-file"])
+        .arg(&config)
+        .arg(chart.join("Chart.yaml"))
+        .arg(chart.join("values.yaml"))
+        .arg(chart.join("ci"))
+        .arg(chart.join("crds"))
+        .arg(chart.join("files")));
+}
+
+#[test]
+fn packaged_chart_carries_the_crds_and_not_the_ci_values() {
+    let dir = temp_dir("package");
+    run(command("helm")
+        .arg("package")
+        .arg(chart_dir())
+        .arg("--destination")
+        .arg(&dir));
+    let tgz = dir.join(format!("rancheros-operator-{}.tgz", chart_version()));
+    let listing = run(Command::new("tar").arg("-tzf").arg(&tgz));
+    for file in [
+        "rancheros-operator/Chart.yaml",
+        "rancheros-operator/values.yaml",
+        "rancheros-operator/values.schema.json",
+        "rancheros-operator/templates/NOTES.txt",
+        "rancheros-operator/files/rbac.yaml",
+        "rancheros-operator/files/dashboard.json",
+        "rancheros-operator/crds/managedosversionchannels.yaml",
+        "rancheros-operator/crds/managedosversions.yaml",
+    ] {
+        assert!(
+            listing.lines().any(|l| l == file),
+            "{file} not in {listing}"
+        );
+    }
+    assert!(!listing.contains("/ci/"), "{listing}");
+    // The packaged chart renders like the directory.
+    let from_tgz = run(command("helm").args(["template", "rel"]).arg(&tgz).args([
+        "--namespace",
+        "ops",
+        "--include-crds",
+        "--kube-version",
+        "1.33.0",
+    ]));
+    assert_eq!(from_tgz, run(&mut helm_template(&[])));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The rows of the first Markdown table after `heading` in `doc`, cells trimmed, the
+/// header and separator rows left out.
+fn markdown_table(doc: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = doc
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?} in the document"));
+    let rows: Vec<Vec<String>> = doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() > 2, "no table after {heading:?}");
+    rows.into_iter().skip(2).collect()
+}
+
+/// `` `a` `` -> `a`; the docs write the core group as `` `""` ``.
+fn unquote(cell: &str) -> String {
+    let s = cell.trim_matches('`');
+    if s == "\"\"" { String::new() } else { s.into() }
+}
+
+/// "get, list, watch" -> ["get", "list", "watch"]
+fn verbs(cell: &str) -> Value {
+    json!(cell.split(',').map(str::trim).collect::<Vec<_>>())
+}
+
+#[test]
+fn docs_rbac_tables_are_the_charts_rbac_file() {
+    let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    // Columns: API group | resource | verbs | why
+    let documented: Vec<Value> = markdown_table(&doc, "In every watched namespace (a Role there)")
+        .iter()
+        .map(|row| {
+            assert_eq!(row.len(), 4, "{row:?}");
+            json!({
+                "apiGroups": [unquote(&row[0])],
+                "resources": [unquote(&row[1])],
+                "verbs": verbs(&row[2]),
+            })
+        })
+        .collect();
+    assert_eq!(
+        Value::Array(documented),
+        expected_rules(),
+        "docs/install.md's RBAC table differs from {RBAC_FILE}"
+    );
+    // Columns: API group | resource | names | verbs; "the Lease" is the Lease's name.
+    let documented: Vec<Value> = markdown_table(
+        &doc,
+        "In the release namespace only (a Role), when leader election",
+    )
+    .iter()
+    .map(|row| {
+        assert_eq!(row.len(), 4, "{row:?}");
+        let mut rule = json!({
+            "apiGroups": [unquote(&row[0])],
+            "resources": [unquote(&row[1])],
+            "verbs": verbs(&row[3]),
+        });
+        if row[2] == "the Lease" {
+            rule["resourceNames"] = json!(["LEASE_NAME"]);
+        } else {
+            assert!(row[2].starts_with("any"), "{row:?}");
+        }
+        rule
+    })
+    .collect();
+    assert_eq!(
+        Value::Array(documented),
+        expected_lease_rules("LEASE_NAME"),
+        "docs/install.md's Lease table differs from {RBAC_FILE}"
+    );
+}
+
+#[test]
+fn every_operator_flag_with_an_env_var_has_a_value() {
+    // The flags' env vars, from the operator's argument definitions.
+    let source = std::fs::read_to_string(root().join("src/operator.rs")).unwrap();
+    let flags: BTreeSet<String> = source
+        .split("env = \"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().to_string())
+        .collect();
+    assert!(flags.len() > 10, "{flags:?}");
+    // The CI values set every value; allowPrivilegedRunners is off there on purpose.
+    let values = chart_dir().join("ci/namespaced-values.yaml");
+    let docs = render(&[
+        "--values",
+        values.to_str().unwrap(),
+        "--set",
+        "operator.allowPrivilegedRunners=true",
+    ]);
+    let c = check_common(&docs, "ros-operator");
+    let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();
+    let missing: Vec<&String> = flags.difference(&rendered).collect();
+    assert!(
+        missing.is_empty(),
+        "operator flags without a chart value (env not rendered): {missing:?}"
+    );
+    assert_eq!(
+        env_value(&c, "ALLOW_PRIVILEGED_RUNNERS"),
+        Some(json!("true"))
+    );
+}
+
+#[test]
+fn syncer_pull_secrets_default_to_the_operators_and_can_be_set_or_emptied() {
+    let secrets = |args: &[&str]| {
+        let docs = render(args);
+        env_value(
+            &check_common(&docs, "rel-rancheros-operator"),
+            "SYNCER_IMAGE_PULL_SECRETS",
+        )
+    };
+    assert_eq!(
+        secrets(&[
+            "--set",
+            "imagePullSecrets[0].name=a,imagePullSecrets[1].name=b"
+        ]),
+        Some(json!("a,b"))
+    );
+    assert_eq!(
+        secrets(&[
+            "--set",
+            "imagePullSecrets[0].name=a",
+            "--set",
+            "operator.syncerImagePullSecrets={c,d}",
+        ]),
+        Some(json!("c,d"))
+    );
+    assert_eq!(
+        secrets(&[
+            "--set",
+            "imagePullSecrets[0].name=a",
+            "--set-json",
+            "operator.syncerImagePullSecrets=[]",
+        ]),
+        None
+    );
+}
+
+#[test]
+fn network_policy_needs_the_api_server_addresses() {
+    let stderr = run_failing(&mut helm_template(&["--set", "networkPolicy.enabled=true"]));
+    assert!(
+        stderr.contains("networkPolicy.enabled needs networkPolicy.apiServer.cidrs"),
+        "{stderr}"
+    );
+    let stderr = run_failing(&mut helm_template(&[
+        "--set",
+        "operator.jsonDenyCidrs={not-a-cidr}",
+    ]));
+    assert!(stderr.contains("does not match pattern"), "{stderr}");
+}
+
+/// The chart's default memory limit holds the worst case docs/security.md works out for
+/// the chart's defaults.
+#[test]
+fn default_memory_limit_holds_the_documented_worst_case() {
+    let doc = std::fs::read_to_string(root().join("docs/security.md")).unwrap();
+    let line = doc
+        .lines()
+        .find(|l| l.contains("worst case, against the chart's limit"))
+        .expect("docs/security.md works out the worst case");
+    // "= 145 MiB  worst case, against the chart's limit of 256 MiB"
+    let numbers: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [worst, documented_limit] = numbers[..] else {
+        panic!("cannot read {line:?}")
+    };
+    let docs = render(&[]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    let limit = c["resources"]["limits"]["memory"].as_str().unwrap();
+    let mib: u64 = limit
+        .strip_suffix("Mi")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("limit {limit} is not in Mi"));
+    assert_eq!(
+        mib, documented_limit,
+        "docs/security.md names another limit"
+    );
+    assert!(worst < mib, "worst case {worst} MiB > limit {mib} MiB");
+    // The arithmetic's inputs are the chart's defaults.
+    assert_eq!(env_value(&c, "MAX_OUTPUT_BYTES"), Some(json!("16Mi")));
+    assert_eq!(env_value(&c, "JSON_CACHE_BYTES"), Some(json!("16Mi")));
+}
+
+/// The metric names a scrape of the operator shows: its registry encoded after one event
+/// of each kind (a family shows only once it has a series), with each type's suffixes.
+fn exported_metrics() -> BTreeSet<String> {
+    use rancheros_operator::api::{ChannelKey, ManagedOSVersionChannelStatus};
+    use rancheros_operator::failure::{ErrorClass, SyncFailure};
+    use rancheros_operator::syncer::Outcome;
+    let m = rancheros_operator::metrics::Metrics::default();
+    m.observe_channel(
+        &ChannelKey::new("channel").within("ns"),
+        &ManagedOSVersionChannelStatus {
+            last_synced_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            )),
+            ..Default::default()
+        },
+        Duration::from_secs(3600),
+    );
+    m.sync_finished(&Outcome::Synchronized);
+    m.sync_failed(&SyncFailure::OutputIncomplete);
+    m.reconcile_error(ErrorClass::Retryable);
+    m.status_written();
+    m.queue_length(0);
+    m.reconciliations.inc();
+    m.reconcile_duration.observe(0.1);
+    let text = m.encode();
+    let mut names = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').unwrap();
+        let suffixes: &[&str] = match kind {
+            "gauge" => &[""],
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            "info" => &["_info"],
+            other => panic!("metric {name} of type {other}"),
+        };
+        for suffix in suffixes {
+            names.insert(format!("{name}{suffix}"));
+        }
+    }
+    assert!(names.contains("rancheros_operator_leader"), "{text}");
+    names
+}
+
+/// The metric names `promcheck` reports, each of which the operator must export.
+fn check_names(what: &str, promcheck_stdout: &str) -> BTreeSet<String> {
+    let used: BTreeSet<String> = promcheck_stdout.lines().map(String::from).collect();
+    let exported = exported_metrics();
+    let unknown: Vec<&String> = used.difference(&exported).collect();
+    assert!(
+        unknown.is_empty(),
+        "{what} ask for metrics the operator does not export: {unknown:?}\nexported: {exported:?}"
+    );
+    used
+}
+
+#[test]
+fn alert_rules_parse_and_ask_only_for_exported_metrics() {
+    let dir = temp_dir("rules");
+    for (leader, alerts) in [
+        (
+            true,
+            [
+                "RancherosOperatorChannelFailing",
+                "RancherosOperatorChannelNotSynced",
+                "RancherosOperatorNotLeading",
+            ],
+        ),
+        (
+            false,
+            [
+                "RancherosOperatorChannelFailing",
+                "RancherosOperatorChannelNotSynced",
+                "RancherosOperatorDown",
+            ],
+        ),
+    ] {
+        let docs = render(&[
+            "--set",
+            &format!("metrics.prometheusRule.enabled=true,leaderElection.enabled={leader}"),
+        ]);
+        let rule = find(&docs, "PrometheusRule", "rel-rancheros-operator");
+        let rules: Vec<&Value> = rule["spec"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+            .collect();
+        let names: Vec<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+        assert_eq!(names, alerts, "leader election {leader}");
+        for r in &rules {
+            let expr = r["expr"].as_str().unwrap();
+            assert!(
+                expr.contains("{job=\"rel-rancheros-operator-metrics\"}"),
+                "every selector names this release's job: {expr}"
+            );
+            assert_eq!(r["labels"]["severity"], "warning");
+        }
+        // Stale-channel alerts leave paused channels out.
+        assert!(
+            rules[1]["expr"]
+                .as_str()
+                .unwrap()
+                .contains("rancheros_operator_channel_suspended")
+        );
+        // The rule file a PrometheusRule stands for is its spec.
+        let file = dir.join(format!("rules-{leader}.json"));
+        std::fs::write(&file, serde_json::to_string(&rule["spec"]).unwrap()).unwrap();
+        let used = check_names(
+            "the alert rules",
+            &run(command("promcheck").arg("rules").arg(&file)),
+        );
+        assert!(
+            used.contains("rancheros_operator_channel_consecutive_failures")
+                && used.contains("rancheros_operator_channel_sync_interval_seconds")
+                && used.contains("rancheros_operator_channel_last_success_timestamp_seconds"),
+            "{used:?}"
+        );
+    }
+    // The check can fail: a rule that does not parse, and a bad template, are refused.
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "groups:\n- name: a\n  rules:\n  - alert: A\n    expr: rate(x_total[5m]\n  - alert: B\n    expr: up\n    annotations:\n      summary: \"{{ $labels.x \"\n",
+    )
+    .unwrap();
+    let stderr = run_failing(command("promcheck").arg("rules").arg(&bad));
+    assert!(
+        stderr.contains("unclosed left parenthesis") && stderr.contains("annotation \"summary\""),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every `expr` in a Grafana dashboard, and the selectors of its `label_values(...)`
+/// variables.
+fn dashboard_queries(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("expr", Value::String(e)) => out.push(e.clone()),
+                    ("query", Value::String(q)) if q.starts_with("label_values(") => {
+                        let inner = &q["label_values(".len()..q.rfind(',').unwrap()];
+                        out.push(inner.to_string());
+                    }
+                    _ => dashboard_queries(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| dashboard_queries(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn grafana_dashboard_queries_parse_and_ask_only_for_exported_metrics() {
+    let docs = render(&["--set", "metrics.grafanaDashboard.enabled=true"]);
+    let cm = find(&docs, "ConfigMap", "rel-rancheros-operator-dashboard");
+    assert_eq!(cm["metadata"]["namespace"], "ops");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    let shipped = cm["data"]["rancheros-operator.json"].as_str().unwrap();
+    let dashboard: Value = serde_json::from_str(shipped).expect("the dashboard is JSON");
+    let file = std::fs::read_to_string(chart_dir().join("files/dashboard.json")).unwrap();
+    assert_eq!(dashboard, serde_json::from_str::<Value>(&file).unwrap());
+    assert_eq!(dashboard["uid"], "rancheros-operator");
+
+    let panels = dashboard["panels"].as_array().unwrap();
+    let ids: BTreeSet<i64> = panels.iter().map(|p| p["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids are unique");
+    for p in panels {
+        assert_eq!(
+            p["datasource"]["uid"], "${datasource}",
+            "{}: the data source variable",
+            p["title"]
+        );
+        assert!(p["gridPos"]["w"].as_i64().unwrap() <= 24, "{}", p["title"]);
+        assert!(
+            !p["targets"].as_array().unwrap().is_empty(),
+            "{}",
+            p["title"]
+        );
+    }
+    let mut queries = Vec::new();
+    dashboard_queries(&dashboard, &mut queries);
+    assert!(queries.len() >= panels.len(), "{queries:?}");
+    let mut cmd = command("promcheck");
+    cmd.arg("exprs");
+    let out = run_with_stdin(cmd, &serde_json::to_string(&queries).unwrap());
+    assert!(
+        out.status.success(),
+        "the dashboard's queries do not parse:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let used = check_names(
+        "the dashboard's queries",
+        &String::from_utf8_lossy(&out.stdout),
+    );
+    // Every per-channel gauge is on the dashboard.
+    for name in [
+        "rancheros_operator_channel_ready",
+        "rancheros_operator_channel_versions",
+        "rancheros_operator_channel_last_success_timestamp_seconds",
+        "rancheros_operator_channel_consecutive_failures",
+        "rancheros_operator_channel_suspended",
+        "rancheros_operator_sync_queue_length",
+        "rancheros_operator_leader",
+    ] {
+        assert!(used.contains(name), "{name} is not on the dashboard");
+    }
+}

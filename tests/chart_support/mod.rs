@@ -1,0 +1,255 @@
+//! Shared code of the chart's tests: `tests/chart_render.rs` (no cluster) and
+//! `tests/chart_install.rs` (the local cluster).
+//!
+//! Tools come from PATH: `helm`, `kubernetes-validate`, `yamllint` (installed by
+//! `scripts/helm install`; `eval "$(scripts/helm env)"` puts them on PATH; `scripts/helm
+//! bin` is searched too), `promcheck` (built by `scripts/helm install` into the same
+//! directory) and, for the install test, the local cluster's `kubectl` and `KUBECONFIG`
+//! (`eval "$(scripts/cluster env)"`). A missing tool fails the test; nothing is skipped.
+
+#![allow(dead_code)] // each chart test binary uses a different part of it
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+pub const CHART: &str = "charts/rancheros-operator";
+/// The RBAC rules of the chart, in one place: the templates render them, the render test
+/// compares them with docs/install.md's tables, the install test asks the API server
+/// about each of them.
+pub const RBAC_FILE: &str = "charts/rancheros-operator/files/rbac.yaml";
+
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn chart_dir() -> PathBuf {
+    root().join(CHART)
+}
+
+/// A tool on PATH (the chart tools also in `scripts/helm bin`, where `scripts/helm
+/// install` puts them), or a panic that says how to install it.
+pub fn tool(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if name != "kubectl"
+        && let Ok(out) = Command::new(root().join("scripts/helm"))
+            .arg("bin")
+            .output()
+    {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    for dir in dirs {
+        let candidate = dir.join(name);
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    let how = match name {
+        "kubectl" => "the local cluster's kubectl: eval \"$(scripts/cluster env)\"",
+        _ => "scripts/helm install && eval \"$(scripts/helm env)\" (scripts/test does this)",
+    };
+    panic!("`{name}` is not on PATH; the chart tests need it. Install it with: {how}");
+}
+
+pub fn command(name: &str) -> Command {
+    let mut cmd = Command::new(tool(name));
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+pub fn describe(cmd: &Command) -> String {
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+    format!(
+        "{} {}",
+        Path::new(cmd.get_program())
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy(),
+        args.join(" ")
+    )
+}
+
+pub fn output(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run `{}`: {e}", describe(cmd)))
+}
+
+/// Runs the command; its stdout, or a panic with everything it printed.
+pub fn run(cmd: &mut Command) -> String {
+    let out = output(cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "`{}` failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{}",
+        describe(cmd),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// Runs the command, which must fail; its stderr.
+pub fn run_failing(cmd: &mut Command) -> String {
+    let out = output(cmd);
+    assert!(
+        !out.status.success(),
+        "`{}` succeeded but should have failed:\n{}",
+        describe(cmd),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("chart")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Non-default values files: every `ci/*.yaml` of the chart.
+pub fn ci_values() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(chart_dir().join("ci"))
+        .expect("the chart's ci/ directory")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no values files in {CHART}/ci");
+    files
+}
+
+/// `helm template` of the chart in namespace `ops` as release `rel`, CRDs included.
+pub fn helm_template(args: &[&str]) -> Command {
+    let mut cmd = command("helm");
+    cmd.args(["template", "rel"])
+        .arg(chart_dir())
+        .args([
+            "--namespace",
+            "ops",
+            "--include-crds",
+            "--kube-version",
+            "1.33.0",
+        ])
+        .args(args);
+    cmd
+}
+
+/// YAML documents as JSON values, through PyYAML in the chart tools' venv (the python
+/// next to kubernetes-validate).
+pub fn yaml_docs(yaml: &str) -> Vec<Value> {
+    let validate = std::fs::canonicalize(tool("kubernetes-validate")).unwrap();
+    let python = validate.parent().unwrap().join("python3");
+    let mut cmd = Command::new(&python);
+    cmd.args([
+        "-c",
+        "import json, sys, yaml\n\
+         json.dump([d for d in yaml.safe_load_all(sys.stdin) if d is not None], sys.stdout)",
+    ]);
+    let out = run_with_stdin(cmd, yaml);
+    assert!(
+        out.status.success(),
+        "the rendered manifests are not YAML: {}\n{yaml}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+pub fn render(args: &[&str]) -> Vec<Value> {
+    yaml_docs(&run(&mut helm_template(args)))
+}
+
+pub fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} {name} among {:?}",
+                docs.iter()
+                    .map(|d| format!("{}/{}", d["kind"], d["metadata"]["name"]))
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+pub fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+pub fn env_of(container: &Value) -> Vec<(String, Value)> {
+    container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let value = e
+                .get("value")
+                .cloned()
+                .unwrap_or_else(|| e["valueFrom"].clone());
+            (e["name"].as_str().unwrap().to_string(), value)
+        })
+        .collect()
+}
+
+pub fn env_value(container: &Value, name: &str) -> Option<Value> {
+    env_of(container)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+}
+
+/// Runs `cmd` with `input` on its standard input; its output, captured.
+pub fn run_with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `files/rbac.yaml`: `rules` (in every watched namespace or cluster-wide) and
+/// `leaseRules` (the release namespace; `LEASE_NAME` stands for the Lease's name).
+pub fn rbac_file() -> Value {
+    let text = std::fs::read_to_string(root().join(RBAC_FILE))
+        .unwrap_or_else(|e| panic!("cannot read {RBAC_FILE}: {e}"));
+    let mut docs = yaml_docs(&text);
+    assert_eq!(docs.len(), 1, "{RBAC_FILE} is one YAML document");
+    docs.remove(0)
+}
+
+/// The rules the operator needs on its own resources, as the chart renders them: the
+/// same in the ClusterRole and in every watched namespace's Role.
+pub fn expected_rules() -> Value {
+    let rules = rbac_file()["rules"].clone();
+    assert!(
+        rules.as_array().is_some_and(|r| !r.is_empty()),
+        "no rules in {RBAC_FILE}"
+    );
+    rules
+}
+
+/// The leader Lease's rules, for the Lease `lease`.
+pub fn expected_lease_rules(lease: &str) -> Value {
+    let text = serde_json::to_string(&rbac_file()["leaseRules"]).unwrap();
+    assert!(text.contains("LEASE_NAME"), "{RBAC_FILE}: {text}");
+    serde_json::from_str(&text.replace("LEASE_NAME", lease)).unwrap()
+}
+
+/// The chart's own version (Chart.yaml).
+pub fn chart_version() -> String {
+    let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    yaml_docs(&text)[0]["version"].as_str().unwrap().to_string()
+}
