@@ -20,7 +20,8 @@ pub const SCHEMA_HASH_ANNOTATION: &str = "rancheros.cattle.io/schema-hash";
 pub const CHECK_GROUP_ENV: &str = "RANCHEROS_OPERATOR_CRD_CHECK_GROUP";
 
 /// The fix named by every error about the installed CRDs.
-const APPLY: &str = "kubectl apply --server-side -f crds/ (or the chart's crds/; Helm does not upgrade CRDs)";
+const APPLY: &str =
+    "kubectl apply --server-side -f crds/ (or the chart's crds/; Helm does not upgrade CRDs)";
 
 /// The two CRDs, each with its [`SCHEMA_HASH_ANNOTATION`].
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -252,10 +253,16 @@ mod tests {
     #[test]
     fn the_manifests_keep_rules_and_descriptions_readable() {
         let (_, yaml) = &manifests().unwrap()[0];
-        assert!(yaml.contains(&format!("{SCHEMA_HASH_ANNOTATION}: ")), "{yaml}");
+        assert!(
+            yaml.contains(&format!("{SCHEMA_HASH_ANNOTATION}: ")),
+            "{yaml}"
+        );
         assert!(yaml.contains("x-kubernetes-validations:"), "{yaml}");
         // Block style, two spaces a level: no flow mappings for the big objects.
-        assert!(yaml.contains("\nspec:\n  group: rancheros.cattle.io\n"), "{yaml}");
+        assert!(
+            yaml.contains("\nspec:\n  group: rancheros.cattle.io\n"),
+            "{yaml}"
+        );
     }
 
     #[test]
@@ -314,7 +321,10 @@ mod tests {
             name: "managedosversions.rancheros.cattle.io".into(),
         }
         .to_string();
-        assert!(missing.contains("kubectl apply --server-side -f crds/"), "{missing}");
+        assert!(
+            missing.contains("kubectl apply --server-side -f crds/"),
+            "{missing}"
+        );
         assert!(missing.contains("Helm chart"), "{missing}");
     }
 }
