@@ -21,7 +21,7 @@ pub const CHECK_GROUP_ENV: &str = "RANCHEROS_OPERATOR_CRD_CHECK_GROUP";
 
 /// The fix named by every error about the installed CRDs.
 const APPLY: &str =
-    "kubectl apply --server-side -f crds/ (or the chart's crds/; Helm does not upgrade CRDs)";
+    "`kubectl apply -f crds/` (the chart's crds/ holds the same files; Helm never upgrades CRDs)";
 
 /// The two CRDs, each with its [`SCHEMA_HASH_ANNOTATION`].
 pub fn crds() -> Vec<CustomResourceDefinition> {
@@ -106,11 +106,11 @@ pub fn expected(group: Option<&str>) -> Vec<(String, String)> {
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CrdMismatch {
     #[error(
-        "the CRD {name} is not installed in the cluster; install it with `kubectl apply --server-side -f crds/` or the Helm chart"
+        "the CRD {name} is not installed in the cluster; install the CRDs with `kubectl apply -f crds/` or the Helm chart"
     )]
     NotInstalled { name: String },
     #[error(
-        "the installed CRD {name} has no {SCHEMA_HASH_ANNOTATION} annotation, so it is not the one this operator was built for (schema hash {expected}); apply the CRDs of this release: {APPLY}"
+        "the installed CRD {name} has no {SCHEMA_HASH_ANNOTATION} annotation: it is not the one this operator was built for (schema hash {expected}); apply the CRDs of this release: {APPLY}"
     )]
     NoSchemaHash { name: String, expected: String },
     #[error(
@@ -303,7 +303,7 @@ mod tests {
             "managedosversionchannels.rancheros.cattle.io",
             "0123abcd",
             expected.as_str(),
-            "kubectl apply --server-side -f crds/",
+            "`kubectl apply -f crds/`",
         ] {
             assert!(text.contains(part), "{text}");
         }
@@ -321,10 +321,7 @@ mod tests {
             name: "managedosversions.rancheros.cattle.io".into(),
         }
         .to_string();
-        assert!(
-            missing.contains("kubectl apply --server-side -f crds/"),
-            "{missing}"
-        );
+        assert!(missing.contains("`kubectl apply -f crds/`"), "{missing}");
         assert!(missing.contains("Helm chart"), "{missing}");
     }
 }

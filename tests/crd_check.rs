@@ -194,7 +194,7 @@ async fn an_operator_facing_a_crd_with_another_schema_hash_exits_with_the_fix() 
         &older_hash,
         &expected_hash("managedosversionchannels"),
         "apply the CRDs of this release",
-        "kubectl apply --server-side -f crds/",
+        "`kubectl apply -f crds/`",
     ] {
         assert!(line.contains(part), "{part:?} missing from: {line}");
     }
@@ -222,7 +222,7 @@ async fn an_operator_facing_a_crd_without_a_schema_hash_exits_with_the_fix() {
         format!("managedosversionchannels.{}", test.group),
         format!("no {SCHEMA_HASH_ANNOTATION} annotation"),
         expected_hash("managedosversionchannels"),
-        "kubectl apply --server-side -f crds/".into(),
+        "`kubectl apply -f crds/`".into(),
     ] {
         assert!(line.contains(&part), "{part:?} missing from: {line}");
     }
@@ -241,7 +241,7 @@ async fn an_operator_facing_a_missing_crd_exits_naming_how_to_install() {
     let line = error_line(&t);
     for part in [
         format!("managedosversionchannels.{} is not installed", test.group),
-        "kubectl apply --server-side -f crds/".into(),
+        "`kubectl apply -f crds/`".into(),
         "Helm chart".into(),
     ] {
         assert!(line.contains(&part), "{part:?} missing from: {line}");
