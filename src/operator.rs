@@ -222,7 +222,9 @@ async fn check_installed_crds(client: &Client) -> Result<(), OperatorError> {
     use crate::crds::{self, CrdMismatch};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let group = std::env::var(crds::CHECK_GROUP_ENV).ok();
+    let group = std::env::var(crds::CHECK_GROUP_ENV)
+        .ok()
+        .filter(|g| !g.is_empty());
     let expected = crds::expected(group.as_deref());
     for (name, hash) in &expected {
         match api.get(name).await {
