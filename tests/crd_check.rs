@@ -41,8 +41,8 @@ impl TestCrds {
         }
     }
 
-    /// Creates this build's CRDs under the test group, with `hash(spec)` as the schema-hash
-    /// annotation (`None`: no annotation), and waits until they are established.
+    /// Creates this build's CRDs under the test group, with `hash(spec)` of the real spec as
+    /// the schema-hash annotation (`None`: no annotation), and waits until they serve.
     async fn create(
         &mut self,
         client: &kube::Client,
@@ -50,6 +50,9 @@ impl TestCrds {
     ) {
         let api: Api<CustomResourceDefinition> = Api::all(client.clone());
         for mut crd in crds::crds() {
+            // The hash of this build's spec, as a release's CRD carries it; only the name
+            // and group change below.
+            let annotation = hash(&crd.spec);
             crd.spec.group = self.group.clone();
             let name = format!("{}.{}", crd.spec.names.plural, self.group);
             crd.metadata.name = Some(name.clone());
@@ -58,7 +61,7 @@ impl TestCrds {
                 .annotations
                 .get_or_insert_with(Default::default);
             annotations.remove(SCHEMA_HASH_ANNOTATION);
-            if let Some(h) = hash(&crd.spec) {
+            if let Some(h) = annotation {
                 annotations.insert(SCHEMA_HASH_ANNOTATION.into(), h);
             }
             api.create(&PostParams::default(), &crd)
