@@ -1,6 +1,6 @@
 //! The two custom resources, `ManagedOSVersionChannel` and `ManagedOSVersion`
-//! (group `rancheros.cattle.io`, version `v1`). The CRD YAML in `crds/` is generated
-//! from these types by `crd_manifests`; the test `tests/crds.rs` keeps it in step.
+//! (group `rancheros.cattle.io`, version `v1`). The CRDs in `crds/` are generated from
+//! these types by `crate::crds`; the test `tests/crds.rs` keeps them in step.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
@@ -250,130 +250,9 @@ fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// The CRD manifests as written to `crds/`, keyed by file name.
-pub fn crd_manifests() -> Vec<(&'static str, String)> {
-    use kube::CustomResourceExt;
-    let yaml = |crd| {
-        // A CRD is plain data (strings, maps, lists): serializing it cannot fail.
-        let json = serde_json::to_value(crd).unwrap_or_default();
-        format!("---\n{}", yaml_of(&json))
-    };
-    vec![
-        (
-            "managedosversionchannels.yaml",
-            yaml(ManagedOSVersionChannel::crd()),
-        ),
-        ("managedosversions.yaml", yaml(ManagedOSVersion::crd())),
-    ]
-}
-
-/// A small, deterministic JSON-to-YAML writer for the CRD manifests (block style, keys in
-/// the order serde gives them, strings quoted as JSON, which YAML accepts). It avoids a
-/// YAML dependency for the one place the operator writes YAML.
-fn yaml_of(value: &Value) -> String {
-    let mut out = String::new();
-    write_yaml(value, 0, &mut out);
-    out
-}
-
-fn write_yaml(value: &Value, indent: usize, out: &mut String) {
-    let pad = "  ".repeat(indent);
-    match value {
-        Value::Object(map) if !map.is_empty() => {
-            for (key, v) in map {
-                out.push_str(&pad);
-                out.push_str(&yaml_key(key));
-                out.push(':');
-                write_yaml_child(v, indent, out);
-            }
-        }
-        Value::Array(items) if !items.is_empty() => {
-            for v in items {
-                out.push_str(&pad);
-                out.push('-');
-                match v {
-                    Value::Object(map) if !map.is_empty() => {
-                        // First key on the dash line, the rest aligned below it.
-                        let mut first = true;
-                        for (key, child) in map {
-                            if first {
-                                out.push(' ');
-                                first = false;
-                            } else {
-                                out.push_str(&pad);
-                                out.push_str("  ");
-                            }
-                            out.push_str(&yaml_key(key));
-                            out.push(':');
-                            write_yaml_child(child, indent + 1, out);
-                        }
-                    }
-                    _ => write_yaml_child(v, indent, out),
-                }
-            }
-        }
-        scalar => {
-            out.push_str(&pad);
-            out.push_str(&scalar_yaml(scalar));
-            out.push('\n');
-        }
-    }
-}
-
-fn write_yaml_child(v: &Value, indent: usize, out: &mut String) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            out.push('\n');
-            write_yaml(v, indent + 1, out);
-        }
-        Value::Array(a) if !a.is_empty() => {
-            out.push('\n');
-            write_yaml(v, indent + 1, out);
-        }
-        scalar => {
-            out.push(' ');
-            out.push_str(&scalar_yaml(scalar));
-            out.push('\n');
-        }
-    }
-}
-
-fn yaml_key(key: &str) -> String {
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
-    if plain {
-        key.to_string()
-    } else {
-        Value::String(key.to_string()).to_string()
-    }
-}
-
-fn scalar_yaml(v: &Value) -> String {
-    match v {
-        Value::Object(_) => "{}".into(),
-        Value::Array(_) => "[]".into(),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn yaml_writer_round_trips_through_json_shapes() {
-        let v = serde_json::json!({
-            "a": 1, "b": "x: y", "c": [ {"d": true, "e": []}, "f" ], "g": {}, "h": null,
-            "x-kubernetes-preserve-unknown-fields": true
-        });
-        let y = yaml_of(&v);
-        assert_eq!(
-            y,
-            "a: 1\nb: \"x: y\"\nc:\n  - d: true\n    e: []\n  - \"f\"\ng: {}\nh: null\nx-kubernetes-preserve-unknown-fields: true\n"
-        );
-    }
 
     #[test]
     fn channel_spec_accepts_the_sample_manifest() {

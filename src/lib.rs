@@ -21,6 +21,7 @@ pub mod api;
 pub mod channel;
 pub mod config;
 pub mod controller;
+pub mod crds;
 pub mod display;
 pub mod duration;
 pub mod egress;

@@ -120,6 +120,8 @@ pub enum OperatorError {
         "the ManagedOSVersionChannel CRD is not installed in the cluster; apply crds/ (or install the Helm chart) first"
     )]
     MissingCrd,
+    #[error(transparent)]
+    Crd(#[from] crate::crds::CrdMismatch),
     #[error("cannot serve metrics on {addr}: {source}")]
     Metrics {
         addr: SocketAddr,
@@ -212,6 +214,39 @@ async fn client(args: &OperatorArgs) -> Result<Client, OperatorError> {
     Client::try_from(config).map_err(|e| OperatorError::Config(e.to_string()))
 }
 
+/// Refuses to start on CRDs other than the ones this binary was built with (another
+/// release's schema would be used silently: fields dropped or refused, rules missing).
+/// Without RBAC to read CRDs (an older chart), warns and goes on: the check is a guard,
+/// not a requirement.
+async fn check_installed_crds(client: &Client) -> Result<(), OperatorError> {
+    use crate::crds::{self, CrdMismatch};
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let group = std::env::var(crds::CHECK_GROUP_ENV)
+        .ok()
+        .filter(|g| !g.is_empty());
+    let expected = crds::expected(group.as_deref());
+    for (name, hash) in &expected {
+        match api.get(name).await {
+            Ok(installed) => crds::check_crd(&installed, hash)?,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Err(CrdMismatch::NotInstalled { name: name.clone() }.into());
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                let names: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+                warn!(
+                    "not checking the installed CRDs against this build: reading CustomResourceDefinitions is forbidden ({}); grant get on customresourcedefinitions {} to check them",
+                    s.message,
+                    names.join(" and ")
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(OperatorError::Connect(e)),
+        }
+    }
+    Ok(())
+}
+
 /// Runs the operator until a stop signal.
 pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     // First, so that a stop signal during start-up is kept, not lost (see `stop`).
@@ -220,6 +255,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     args.namespaces = distinct_names(&args.namespaces);
     let client = client(&args).await?;
+    check_installed_crds(&client).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
     // namespaces.
     let channels: Api<ManagedOSVersionChannel> = match args.namespaces.first() {

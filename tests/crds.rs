@@ -1,5 +1,5 @@
-//! `crds/` must hold exactly what the Rust types generate. Regenerate with
-//! `UPDATE_CRDS=1 cargo test --test crds --test chart_render`.
+//! `crds/` must hold exactly what the Rust types generate (`rancheros_operator::crds`).
+//! Regenerate with `UPDATE_CRDS=1 cargo test --test crds --test chart_render`.
 
 use std::path::Path;
 
@@ -7,7 +7,7 @@ use std::path::Path;
 fn crds_directory_matches_the_types() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
     let update = std::env::var_os("UPDATE_CRDS").is_some();
-    for (file, yaml) in rancheros_operator::api::crd_manifests() {
+    for (file, yaml) in rancheros_operator::crds::manifests().unwrap() {
         let path = dir.join(file);
         if update {
             std::fs::write(&path, &yaml).unwrap();
@@ -17,7 +17,7 @@ fn crds_directory_matches_the_types() {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         assert!(
             on_disk == yaml,
-            "{} is out of date with src/api.rs; run `UPDATE_CRDS=1 cargo test --test crds --test chart_render`",
+            "{} is out of date with the types in src/api.rs; run `UPDATE_CRDS=1 cargo test --test crds --test chart_render`",
             path.display()
         );
     }

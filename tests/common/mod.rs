@@ -92,13 +92,13 @@ pub fn write_script(data: &Value) -> String {
     format!("echo '{text}' > /output/data")
 }
 
-/// Installs (or updates) the CRDs from the Rust types and waits until they serve.
+/// Installs (or updates) the CRDs generated from the Rust types, as `crds/` has them (with
+/// their schema hash, which the operator checks at start), and waits until they serve.
 pub async fn install_crds(client: &Client) {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::CustomResourceExt;
     use kube::runtime::wait::{await_condition, conditions};
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [ManagedOSVersionChannel::crd(), ManagedOSVersion::crd()] {
+    for crd in rancheros_operator::crds::crds() {
         let name = crd.name_any();
         crds.patch(
             &name,

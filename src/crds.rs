@@ -1,0 +1,327 @@
+//! The CustomResourceDefinitions as the cluster gets them: generated from the types in
+//! `api`, stamped with a hash of their schema, written as YAML to `crds/` (and the chart's
+//! copy) by [`manifests`], and checked against the installed ones at startup by
+//! [`check_crd`], so that an operator never works silently on a CRD of another release.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionSpec,
+};
+use kube::CustomResourceExt;
+use serde_json::Value;
+
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
+
+/// Annotation on every generated CRD: [`schema_hash`] of its spec.
+pub const SCHEMA_HASH_ANNOTATION: &str = "rancheros.cattle.io/schema-hash";
+
+/// Test-only: the cluster tests point the startup check at CRDs they made under this API
+/// group, because the real CRDs are shared by every test on the cluster and must not be
+/// changed. Not a setting for users.
+pub const CHECK_GROUP_ENV: &str = "RANCHEROS_OPERATOR_CRD_CHECK_GROUP";
+
+/// The fix named by every error about the installed CRDs.
+const APPLY: &str =
+    "`kubectl apply -f crds/` (the chart's crds/ holds the same files; Helm never upgrades CRDs)";
+
+/// The two CRDs, each with its [`SCHEMA_HASH_ANNOTATION`].
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    [ManagedOSVersionChannel::crd(), ManagedOSVersion::crd()]
+        .into_iter()
+        .map(|mut crd| {
+            let hash = schema_hash(&crd.spec);
+            crd.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(SCHEMA_HASH_ANNOTATION.into(), hash);
+            crd
+        })
+        .collect()
+}
+
+/// Hex SHA-256 of the canonical JSON of a CRD spec (see [`canonical_json`]). Only the spec
+/// counts: the schema, names, scope and printer columns are what an operator depends on,
+/// while labels or the YAML layout of the file may change without a new schema.
+pub fn schema_hash(spec: &CustomResourceDefinitionSpec) -> String {
+    // A CRD spec is plain data (strings, numbers, maps, lists): serializing cannot fail.
+    let value = serde_json::to_value(spec).unwrap_or_default();
+    sha256_hex(&canonical_json(&value))
+}
+
+fn sha256_hex(text: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON with object keys sorted (by their bytes) and no whitespace, strings and numbers as
+/// serde_json writes them: the same text for the same data, whatever order the keys were
+/// built in.
+fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let inner: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), canonical_json(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(canonical_json).collect();
+            format!("[{}]", inner.join(","))
+        }
+        scalar => scalar.to_string(),
+    }
+}
+
+/// The CRD manifests as written to `crds/`: (file name, YAML), one document each.
+pub fn manifests() -> Result<Vec<(String, String)>, serde_saphyr::SerializeError> {
+    crds()
+        .into_iter()
+        .map(|crd| {
+            let file = format!("{}.yaml", crd.spec.names.plural);
+            // Through a JSON value, whose map keeps its keys sorted: the file's key order
+            // then does not depend on k8s-openapi's field order.
+            let value = serde_json::to_value(&crd).unwrap_or_default();
+            Ok((file, format!("---\n{}", serde_saphyr::to_string(&value)?)))
+        })
+        .collect()
+}
+
+/// The CRDs the operator checks at startup, as (name, expected schema hash). `group`
+/// replaces the API group in the names (see [`CHECK_GROUP_ENV`]); the hashes stay those of
+/// this build.
+pub fn expected(group: Option<&str>) -> Vec<(String, String)> {
+    crds()
+        .into_iter()
+        .map(|crd| {
+            let group = group.unwrap_or(&crd.spec.group);
+            let name = format!("{}.{group}", crd.spec.names.plural);
+            (name, schema_hash(&crd.spec))
+        })
+        .collect()
+}
+
+/// Why the operator refuses to start on the installed CRDs.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CrdMismatch {
+    #[error(
+        "the CRD {name} is not installed in the cluster; install the CRDs with `kubectl apply -f crds/` or the Helm chart"
+    )]
+    NotInstalled { name: String },
+    #[error(
+        "the installed CRD {name} has no {SCHEMA_HASH_ANNOTATION} annotation: it is not the one this operator was built for (schema hash {expected}); apply the CRDs of this release: {APPLY}"
+    )]
+    NoSchemaHash { name: String, expected: String },
+    #[error(
+        "the installed CRD {name} has schema hash {installed}, this operator was built for {expected}; apply the CRDs of this release: {APPLY}"
+    )]
+    OtherSchemaHash {
+        name: String,
+        installed: String,
+        expected: String,
+    },
+}
+
+/// Whether an installed CRD carries the schema hash this build expects.
+pub fn check_crd(installed: &CustomResourceDefinition, expected: &str) -> Result<(), CrdMismatch> {
+    let name = installed.metadata.name.clone().unwrap_or_default();
+    let hash = installed
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SCHEMA_HASH_ANNOTATION));
+    match hash {
+        Some(h) if h.trim() == expected => Ok(()),
+        Some(h) => Err(CrdMismatch::OtherSchemaHash {
+            name,
+            installed: h.trim().to_string(),
+            expected: expected.to_string(),
+        }),
+        None => Err(CrdMismatch::NoSchemaHash {
+            name,
+            expected: expected.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Map, json};
+
+    fn channel_crd() -> CustomResourceDefinition {
+        crds().remove(0)
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level_and_has_no_whitespace() {
+        let v = json!({"b": [ {"z": 1, "a": "x y"} ], "a": {"d": null, "c": true}, "é": 1.5});
+        assert_eq!(
+            canonical_json(&v),
+            r#"{"a":{"c":true,"d":null},"b":[{"a":"x y","z":1}],"é":1.5}"#
+        );
+    }
+
+    #[test]
+    fn the_schema_hash_is_hex_sha256_and_stable() {
+        // The FIPS 180-2 test vector, in lower-case hex.
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let crd = channel_crd();
+        let hash = schema_hash(&crd.spec);
+        let canonical = canonical_json(&serde_json::to_value(&crd.spec).unwrap());
+        assert_eq!(hash, sha256_hex(&canonical));
+        // Same schema, same hash: across calls and whatever order the keys come in.
+        assert_eq!(schema_hash(&channel_crd().spec), hash);
+        let reordered: CustomResourceDefinitionSpec = serde_json::from_str(
+            &serde_json::to_string(&serde_json::to_value(&crd.spec).unwrap()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(schema_hash(&reordered), hash);
+        // Metadata does not count.
+        let mut labelled = crd.clone();
+        labelled.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+        assert_eq!(schema_hash(&labelled.spec), hash);
+    }
+
+    #[test]
+    fn the_schema_hash_changes_when_the_schema_changes() {
+        let crd = channel_crd();
+        let hash = schema_hash(&crd.spec);
+        let spec = serde_json::to_value(&crd.spec).unwrap();
+        let changed = |change: &dyn Fn(&mut Map<String, Value>)| {
+            let mut spec = spec.clone();
+            let props = spec["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                ["properties"]
+                .as_object_mut()
+                .unwrap();
+            assert!(props.contains_key("suspend"), "{props:?}");
+            change(props);
+            let spec: CustomResourceDefinitionSpec = serde_json::from_value(spec).unwrap();
+            schema_hash(&spec)
+        };
+        // A field's description, a field fewer (an older schema), a rule more.
+        assert_ne!(
+            changed(&|p| p["suspend"]["description"] = json!("another")),
+            hash
+        );
+        assert_ne!(
+            changed(&|p| {
+                p.remove("suspend");
+            }),
+            hash
+        );
+        assert_ne!(
+            changed(&|p| p["suspend"]["x-kubernetes-validations"] = json!([{"rule": "true"}])),
+            hash
+        );
+        // The two resources have different schemas, so different hashes.
+        assert_ne!(schema_hash(&crds()[1].spec), hash);
+    }
+
+    #[test]
+    fn every_crd_carries_the_hash_of_its_own_spec() {
+        let all = crds();
+        assert_eq!(all.len(), 2);
+        for crd in all {
+            let annotations = crd.metadata.annotations.clone().unwrap();
+            assert_eq!(annotations[SCHEMA_HASH_ANNOTATION], schema_hash(&crd.spec));
+            assert_eq!(check_crd(&crd, &schema_hash(&crd.spec)), Ok(()));
+        }
+    }
+
+    #[test]
+    fn the_manifests_read_back_as_the_crds() {
+        let manifests = manifests().unwrap();
+        let files: Vec<&str> = manifests.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            files,
+            ["managedosversionchannels.yaml", "managedosversions.yaml"]
+        );
+        for ((_, yaml), crd) in manifests.iter().zip(crds()) {
+            assert!(yaml.starts_with("---\n"), "{yaml}");
+            let read: Value = serde_saphyr::from_str(yaml).unwrap();
+            assert_eq!(read, serde_json::to_value(&crd).unwrap());
+            // Deterministic: the same text every time.
+            assert_eq!(manifests, super::manifests().unwrap());
+        }
+    }
+
+    #[test]
+    fn the_manifests_keep_rules_and_descriptions_readable() {
+        let (_, yaml) = &manifests().unwrap()[0];
+        assert!(
+            yaml.contains(&format!("{SCHEMA_HASH_ANNOTATION}: ")),
+            "{yaml}"
+        );
+        assert!(yaml.contains("x-kubernetes-validations:"), "{yaml}");
+        // Block style, two spaces a level: no flow mappings for the big objects.
+        assert!(
+            yaml.contains("\nspec:\n  group: rancheros.cattle.io\n"),
+            "{yaml}"
+        );
+    }
+
+    #[test]
+    fn the_expected_crds_are_named_after_the_types_or_the_test_group() {
+        let names: Vec<String> = expected(None).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            names,
+            [
+                "managedosversionchannels.rancheros.cattle.io",
+                "managedosversions.rancheros.cattle.io"
+            ]
+        );
+        let test: Vec<(String, String)> = expected(Some("t.example"));
+        assert_eq!(test[0].0, "managedosversionchannels.t.example");
+        assert_eq!(test[0].1, expected(None)[0].1);
+    }
+
+    #[test]
+    fn check_crd_names_the_crd_both_hashes_and_the_fix() {
+        let expected = schema_hash(&channel_crd().spec);
+        let mut old = channel_crd();
+        old.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(SCHEMA_HASH_ANNOTATION.into(), "0123abcd".into());
+        let err = check_crd(&old, &expected).unwrap_err();
+        assert_eq!(
+            err,
+            CrdMismatch::OtherSchemaHash {
+                name: "managedosversionchannels.rancheros.cattle.io".into(),
+                installed: "0123abcd".into(),
+                expected: expected.clone(),
+            }
+        );
+        let text = err.to_string();
+        for part in [
+            "managedosversionchannels.rancheros.cattle.io",
+            "0123abcd",
+            expected.as_str(),
+            "`kubectl apply -f crds/`",
+        ] {
+            assert!(text.contains(part), "{text}");
+        }
+        assert!(!text.contains('\n'), "{text}");
+
+        // A CRD of an operator from before the hash: no annotation at all.
+        let mut older = channel_crd();
+        older.metadata.annotations = None;
+        let err = check_crd(&older, &expected).unwrap_err();
+        assert!(matches!(err, CrdMismatch::NoSchemaHash { .. }), "{err}");
+        assert!(err.to_string().contains(SCHEMA_HASH_ANNOTATION), "{err}");
+        assert!(!err.to_string().contains('\n'), "{err}");
+
+        let missing = CrdMismatch::NotInstalled {
+            name: "managedosversions.rancheros.cattle.io".into(),
+        }
+        .to_string();
+        assert!(missing.contains("`kubectl apply -f crds/`"), "{missing}");
+        assert!(missing.contains("Helm chart"), "{missing}");
+    }
+}
