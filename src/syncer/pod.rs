@@ -481,7 +481,7 @@ mod tests {
             spec["options"][k] = v.clone();
         }
         let spec = serde_json::from_value(spec).unwrap();
-        match crate::config::resolve(&spec).unwrap().source {
+        match crate::config::resolve(&spec, &Default::default()).unwrap().source {
             crate::config::Source::Custom(o) => *o,
             crate::config::Source::Json(_) => unreachable!(),
         }

@@ -362,7 +362,7 @@ mod tests {
     }
 
     fn config(ch: &ManagedOSVersionChannel) -> ChannelConfig {
-        crate::config::resolve(&ch.spec).unwrap()
+        crate::config::resolve(&ch.spec, &Default::default()).unwrap()
     }
 
     #[test]
@@ -586,7 +586,7 @@ mod change_detection {
     #[test]
     fn updates_carry_the_uid_and_deletes_come_last() {
         let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let cfg = crate::config::resolve(&ch.spec).unwrap();
+        let cfg = crate::config::resolve(&ch.spec, &Default::default()).unwrap();
         let item = |name: &str, image: &str| ChannelVersion {
             name: name.into(),
             labels: BTreeMap::new(),
