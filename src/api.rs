@@ -342,7 +342,7 @@ fn write_yaml(value: &Value, indent: usize, out: &mut String) {
                             }
                             out.push_str(&yaml_key(key));
                             out.push(':');
-                            write_yaml_child(child, indent + 1, out);
+                            write_yaml_child(child, indent.saturating_add(1), out);
                         }
                     }
                     _ => write_yaml_child(v, indent, out),
@@ -361,11 +361,11 @@ fn write_yaml_child(v: &Value, indent: usize, out: &mut String) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             out.push('\n');
-            write_yaml(v, indent + 1, out);
+            write_yaml(v, indent.saturating_add(1), out);
         }
         Value::Array(a) if !a.is_empty() => {
             out.push('\n');
-            write_yaml(v, indent + 1, out);
+            write_yaml(v, indent.saturating_add(1), out);
         }
         scalar => {
             out.push(' ');

@@ -497,12 +497,15 @@ mod tests {
 
     #[test]
     fn sample_custom_channel() {
-        let c = resolve(&spec(json!({
-            "type": "custom",
-            "options": {"image": "opensuse/tumbleweed", "command": ["/bin/bash", "-c", "--"],
-                        "args": ["echo"], "mountPath": "/output", "outputFile": "/output/data"},
-            "upgradeContainer": {}
-        })), &Limits::default())
+        let c = resolve(
+            &spec(json!({
+                "type": "custom",
+                "options": {"image": "opensuse/tumbleweed", "command": ["/bin/bash", "-c", "--"],
+                            "args": ["echo"], "mountPath": "/output", "outputFile": "/output/data"},
+                "upgradeContainer": {}
+            })),
+            &Limits::default(),
+        )
         .unwrap();
         assert_eq!(c.sync_interval, DEFAULT_SYNC_INTERVAL);
         assert!(!c.delete_no_longer_in_sync);
@@ -516,7 +519,11 @@ mod tests {
 
     #[test]
     fn custom_defaults() {
-        let c = resolve(&spec(json!({"type": "custom", "options": {"image": "i"}})), &Limits::default()).unwrap();
+        let c = resolve(
+            &spec(json!({"type": "custom", "options": {"image": "i"}})),
+            &Limits::default(),
+        )
+        .unwrap();
         let Source::Custom(o) = c.source else {
             panic!("custom")
         };
@@ -595,9 +602,12 @@ mod tests {
 
     #[test]
     fn json_defaults_and_registry() {
-        let c = resolve(&spec(json!({
-            "type": "json", "registry": " reg.io/ ", "options": {"uri": "https://x/y.json"}
-        })), &Limits::default())
+        let c = resolve(
+            &spec(json!({
+                "type": "json", "registry": " reg.io/ ", "options": {"uri": "https://x/y.json"}
+            })),
+            &Limits::default(),
+        )
         .unwrap();
         assert_eq!(c.registry.as_deref(), Some("reg.io/"));
         assert_eq!(
@@ -637,7 +647,9 @@ mod tests {
             let e = interval(short).unwrap_err();
             assert!(
                 e.starts_with("spec.syncInterval: ")
-                    && e.contains("shorter than this operator's minimum of 1m (--min-sync-interval)"),
+                    && e.contains(
+                        "shorter than this operator's minimum of 1m (--min-sync-interval)"
+                    ),
                 "{short}: {e}"
             );
         }
@@ -659,7 +671,9 @@ mod tests {
             let e = timeout(long, &limits).unwrap_err();
             assert!(
                 e.starts_with("spec.options.timeout: ")
-                    && e.ends_with("is longer than this operator's maximum of 1h (--max-sync-timeout)"),
+                    && e.ends_with(
+                        "is longer than this operator's maximum of 1h (--max-sync-timeout)"
+                    ),
                 "{long}: {e}"
             );
         }
@@ -713,7 +727,10 @@ mod tests {
     fn privileged_runners_are_refused_naming_the_field_and_the_flag() {
         let cases = [
             (json!({"privileged": true}), "privileged"),
-            (json!({"allowPrivilegeEscalation": true}), "allowPrivilegeEscalation"),
+            (
+                json!({"allowPrivilegeEscalation": true}),
+                "allowPrivilegeEscalation",
+            ),
             (
                 json!({"capabilities": {"add": ["SYS_ADMIN"]}}),
                 "capabilities.add",
@@ -723,8 +740,14 @@ mod tests {
                 "capabilities.add",
             ),
             (json!({"runAsUser": 0}), "runAsUser"),
-            (json!({"seLinuxOptions": {"type": "spc_t"}}), "seLinuxOptions"),
-            (json!({"seLinuxOptions": {"user": "system_u"}}), "seLinuxOptions"),
+            (
+                json!({"seLinuxOptions": {"type": "spc_t"}}),
+                "seLinuxOptions",
+            ),
+            (
+                json!({"seLinuxOptions": {"user": "system_u"}}),
+                "seLinuxOptions",
+            ),
             (json!({"procMount": "Unmasked"}), "procMount"),
             (
                 json!({"seccompProfile": {"type": "Unconfined"}}),
@@ -778,11 +801,19 @@ mod tests {
             max_sync_timeout: Duration::from_secs(8761 * 3600),
             ..Limits::default()
         };
-        assert!(long.problem().unwrap().starts_with("--max-sync-timeout 8761h"));
+        assert!(
+            long.problem()
+                .unwrap()
+                .starts_with("--max-sync-timeout 8761h")
+        );
         let zero = Limits {
             min_sync_interval: Duration::ZERO,
             ..Limits::default()
         };
-        assert!(zero.problem().unwrap().starts_with("--min-sync-interval 0s"));
+        assert!(
+            zero.problem()
+                .unwrap()
+                .starts_with("--min-sync-interval 0s")
+        );
     }
 }

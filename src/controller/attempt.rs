@@ -148,7 +148,8 @@ pub async fn attempt(
         ctx.release_slot(key);
     }
     if decision.outcome == Some(Outcome::Synchronized)
-        && let (Some(fetched), Some(options)) = (&seen.fetched, json_options(channel, &ctx.settings))
+        && let (Some(fetched), Some(options)) =
+            (&seen.fetched, json_options(channel, &ctx.settings))
     {
         json_source::remember(channel, key, &options, fetched, ctx);
     }

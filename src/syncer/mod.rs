@@ -106,8 +106,10 @@ impl Settings {
 
     /// A channel's sync interval, or the default one when its spec is invalid.
     pub fn sync_interval(&self, spec: &crate::api::ManagedOSVersionChannelSpec) -> Duration {
-        self.resolve(spec)
-            .map_or_else(|_| self.limits().default_sync_interval(), |c| c.sync_interval)
+        self.resolve(spec).map_or_else(
+            |_| self.limits().default_sync_interval(),
+            |c| c.sync_interval,
+        )
     }
 
     /// How long one sync of these options may take: the channel's `options.timeout`, else

@@ -481,7 +481,10 @@ mod tests {
             spec["options"][k] = v.clone();
         }
         let spec = serde_json::from_value(spec).unwrap();
-        match crate::config::resolve(&spec, &Default::default()).unwrap().source {
+        match crate::config::resolve(&spec, &Default::default())
+            .unwrap()
+            .source
+        {
             crate::config::Source::Custom(o) => *o,
             crate::config::Source::Json(_) => unreachable!(),
         }

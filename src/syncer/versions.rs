@@ -263,7 +263,7 @@ pub fn plan(
         let want = desired(channel, config, item);
         match by_name.get(&item.name) {
             None => {
-                plan.created += 1;
+                plan.created = plan.created.saturating_add(1);
                 plan.effects.push(Effect::ApplyVersion(Box::new(want)));
             }
             Some(have) if !controlled_by(&have.metadata, channel) => {
@@ -271,7 +271,7 @@ pub fn plan(
             }
             Some(have) => {
                 if differs(have, &want) {
-                    plan.updated += 1;
+                    plan.updated = plan.updated.saturating_add(1);
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.
                     want.metadata.uid = have.uid();
@@ -301,13 +301,13 @@ pub fn plan(
             continue;
         }
         if delete_unlisted {
-            plan.deleted += 1;
+            plan.deleted = plan.deleted.saturating_add(1);
             deletes.push(Effect::DeleteVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
             });
         } else if !is_flagged(have) {
-            plan.flagged += 1;
+            plan.flagged = plan.flagged.saturating_add(1);
             plan.effects.push(Effect::MarkVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),

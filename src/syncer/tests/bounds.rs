@@ -114,11 +114,18 @@ fn settings_past_the_flags_bounds_cannot_overflow() {
 fn a_privileged_runner_is_invalid_configuration_unless_allowed() {
     for (sc, field) in [
         (json!({"privileged": true}), "privileged"),
-        (json!({"allowPrivilegeEscalation": true}), "allowPrivilegeEscalation"),
-        (json!({"capabilities": {"add": ["SYS_ADMIN"]}}), "capabilities.add"),
+        (
+            json!({"allowPrivilegeEscalation": true}),
+            "allowPrivilegeEscalation",
+        ),
+        (
+            json!({"capabilities": {"add": ["SYS_ADMIN"]}}),
+            "capabilities.add",
+        ),
         (json!({"runAsUser": 0}), "runAsUser"),
     ] {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i", "securityContext": sc}}));
+        let ch =
+            channel(json!({"type": "custom", "options": {"image": "i", "securityContext": sc}}));
         let d = decide(&obs(&ch, t(0)), &settings());
         let m = invalid(&d);
         assert!(
