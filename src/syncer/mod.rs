@@ -255,9 +255,6 @@ pub fn decide(obs: &Observation, settings: &Settings) -> Decision {
     if decision.status.as_ref() == obs.channel.status.as_ref() {
         decision.status = None;
     }
-    // Every wait comes from a bounded duration (the interval, a timeout, the backoff up
-    // to the interval); the cap keeps that promise for settings made outside the flags.
-    decision.requeue = decision.requeue.map(|r| r.min(config::MAX_DURATION));
     decision
 }
 
