@@ -497,6 +497,56 @@ mod tests {
     }
 
     #[test]
+    fn bound_flags_default_parse_and_are_checked_together() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.max_sync_timeout, Duration::from_secs(3600));
+        assert_eq!(args.min_sync_interval, Duration::from_secs(60));
+        assert!(!args.allow_privileged_runners);
+        assert_eq!(args.check(), Ok(()));
+        for on in [
+            &["--allow-privileged-runners"][..],
+            &["--allow-privileged-runners=true"],
+        ] {
+            assert!(parse(on).unwrap().allow_privileged_runners, "{on:?}");
+        }
+        assert!(
+            !parse(&["--allow-privileged-runners=false"])
+                .unwrap()
+                .allow_privileged_runners
+        );
+        let args = parse(&["--max-sync-timeout=8760h", "--min-sync-interval=1s"]).unwrap();
+        assert_eq!(args.check(), Ok(()));
+        for (flags, problem) in [
+            (
+                &["--max-sync-timeout=8761h"][..],
+                "--max-sync-timeout 8761h must lie between 1s and 8760h",
+            ),
+            (
+                &["--min-sync-interval=0s"],
+                "--min-sync-interval 0s must lie between 1s and 8760h",
+            ),
+            (
+                &["--sync-timeout=2h"],
+                "--sync-timeout 2h must lie between 1s and --max-sync-timeout (1h)",
+            ),
+            (
+                &["--max-sync-timeout=1m"],
+                "--sync-timeout 5m must lie between 1s and --max-sync-timeout (1m)",
+            ),
+            (
+                &["--retry-delay=9000h"],
+                "--retry-delay 9000h must be at most 8760h",
+            ),
+        ] {
+            assert_eq!(
+                parse(flags).unwrap().check(),
+                Err(problem.into()),
+                "{flags:?}"
+            );
+        }
+    }
+
+    #[test]
     fn namespaces_are_trimmed_and_deduplicated() {
         let given: Vec<String> = ["a", " b", "a", "", " ", "b "]
             .iter()
