@@ -233,7 +233,8 @@ async fn a_runner_with_added_capabilities_or_privilege_escalation_or_root_is_ref
         ),
     ];
     for (name, sc, _) in &cases {
-        let mut spec = synced_spec();
+        // A version of its own each, so that the channels do not conflict.
+        let mut spec = custom_spec(&write_script(&channel_data(&[(name, "v1")])));
         spec["options"]["securityContext"] = sc.clone();
         t.create_channel(name, spec).await;
     }

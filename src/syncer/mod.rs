@@ -396,8 +396,12 @@ impl Decider<'_> {
     /// `Ready` while a sync runs: kept during a routine resync, `Unknown` on a first sync
     /// and after a spec change (its last outcome says nothing of this spec).
     fn ready_while_syncing(&self) -> Option<(Truth, &'static str, String)> {
+        // An invalid spec that the operator now accepts (its flags changed) has no outcome
+        // to keep either.
         let routine = self.ready_condition().is_some_and(|r| {
-            r.observed_generation == Some(self.generation) && r.reason != reason::SYNCHRONIZING
+            r.observed_generation == Some(self.generation)
+                && r.reason != reason::SYNCHRONIZING
+                && r.reason != reason::INVALID_CONFIGURATION
         });
         (!routine).then(|| {
             (

@@ -172,3 +172,53 @@ fn a_running_pod_of_a_spec_now_refused_is_deleted() {
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert_eq!(ready(&d).reason, reason::INVALID_CONFIGURATION);
 }
+
+/// Allowed, a privileged runner's pod is one the API server accepts: it does not also
+/// say `allowPrivilegeEscalation: false` (the API server refuses that pair).
+#[test]
+fn an_allowed_privileged_runner_does_not_forbid_escalation() {
+    let ch = channel(json!({"type": "custom", "options": {"image": "i",
+        "securityContext": {"privileged": true}}}));
+    let allowed = Settings {
+        allow_privileged_runners: true,
+        ..settings()
+    };
+    let d = decide(&obs(&ch, t(0)), &allowed);
+    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
+        panic!("{d:?}")
+    };
+    let spec = pod.spec.as_ref().unwrap();
+    let runner = spec.init_containers.as_ref().unwrap()[0]
+        .security_context
+        .as_ref()
+        .unwrap();
+    assert_eq!(runner.privileged, Some(true));
+    assert_eq!(runner.allow_privilege_escalation, None);
+    // display keeps its hardening whatever the runner asks.
+    let display = spec.containers[0].security_context.as_ref().unwrap();
+    assert_eq!(display.allow_privilege_escalation, Some(false));
+}
+
+/// The operator restarted with looser flags: the spec it refused syncs, and `Ready` does
+/// not keep saying `InvalidConfiguration` while it runs.
+#[test]
+fn a_spec_the_flags_now_allow_syncs_with_ready_unknown() {
+    let ch = channel(json!({"type": "custom", "syncInterval": "30s", "options": {"image": "i"}}));
+    let d = decide(&obs(&ch, t(0)), &settings());
+    assert_eq!(ready(&d).reason, reason::INVALID_CONFIGURATION);
+    let ch = with_status(&ch, &d);
+    let looser = Settings {
+        min_sync_interval: Duration::from_secs(30),
+        ..settings()
+    };
+    let d = decide(&obs(&ch, t(5)), &looser);
+    assert!(
+        matches!(d.effects.first(), Some(Effect::CreatePod(_))),
+        "{d:?}"
+    );
+    let r = ready(&d);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("Unknown", reason::SYNCHRONIZING)
+    );
+}
