@@ -280,3 +280,33 @@ async fn a_runner_with_added_capabilities_or_privilege_escalation_or_root_is_ref
     );
     t.cleanup().await;
 }
+
+/// Flags that contradict each other, or leave a year, stop the operator before it
+/// connects: a usage error (exit 2) that names the flags.
+#[test]
+fn bound_flags_out_of_range_are_a_usage_error() {
+    for (flags, message) in [
+        (
+            &["--sync-timeout=2h"][..],
+            "--sync-timeout 2h must lie between 1s and --max-sync-timeout (1h)",
+        ),
+        (
+            &["--max-sync-timeout=9000h", "--sync-timeout=1m"],
+            "--max-sync-timeout 9000h must lie between 1s and 8760h",
+        ),
+        (
+            &["--min-sync-interval=0s"],
+            "--min-sync-interval 0s must lie between 1s and 8760h",
+        ),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(["operator", "--operator-image=x"])
+            .args(flags)
+            .env("KUBECONFIG", "/no/such/kubeconfig")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(message), "{flags:?}: {stderr}");
+    }
+}
