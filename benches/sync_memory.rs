@@ -159,6 +159,7 @@ fn main() {
         json_cache_bytes: 64 << 20,
         max_versions_per_channel: 10_000,
         syncer_image_pull_secrets: Vec::new(),
+        ..Settings::default()
     };
     println!(
         "peak heap of one sync's decision, data up to {} MiB:",

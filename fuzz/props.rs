@@ -190,10 +190,33 @@ fn spec_with(field: &str, text: &str) -> Value {
     }
 }
 
+/// The operator's defaults, and flags at the ends of their ranges.
+fn limits() -> [config::Limits; 3] {
+    [
+        config::Limits::default(),
+        config::Limits {
+            max_sync_timeout: config::MAX_DURATION,
+            min_sync_interval: Duration::from_secs(1),
+            allow_privileged_runners: true,
+        },
+        config::Limits {
+            max_sync_timeout: Duration::from_secs(1),
+            min_sync_interval: config::MAX_DURATION,
+            allow_privileged_runners: false,
+        },
+    ]
+}
+
 /// Resolves a spec and checks what a channel's configuration promises.
 fn resolve_and_check(spec: &ManagedOSVersionChannelSpec) {
+    for limits in limits() {
+        resolve_and_check_with(spec, &limits);
+    }
+}
+
+fn resolve_and_check_with(spec: &ManagedOSVersionChannelSpec, limits: &config::Limits) {
     let _ = config::enabled(spec);
-    let resolved = config::resolve(spec);
+    let resolved = config::resolve(spec, limits);
     let c = match resolved {
         Err(e) => {
             // Every refusal names the field it is about.
@@ -202,7 +225,12 @@ fn resolve_and_check(spec: &ManagedOSVersionChannelSpec) {
         }
         Ok(c) => c,
     };
-    assert!(c.sync_interval >= Duration::from_secs(1), "{c:?}");
+    // Every duration within the flags' bounds, and so within a year.
+    assert!(
+        c.sync_interval >= limits.min_sync_interval.max(Duration::from_secs(1))
+            && c.sync_interval <= config::MAX_DURATION,
+        "{c:?}"
+    );
     match &c.source {
         Source::Json(o) => {
             let head = o.uri.as_bytes();
@@ -214,7 +242,11 @@ fn resolve_and_check(spec: &ManagedOSVersionChannelSpec) {
             };
             assert!(scheme("http://") || scheme("https://"), "{c:?}");
             assert_eq!(o.uri.trim(), o.uri, "{c:?}");
-            assert!(o.timeout >= Duration::from_secs(1), "{c:?}");
+            assert!(
+                o.timeout >= Duration::from_secs(1).min(limits.max_sync_timeout)
+                    && o.timeout <= limits.max_sync_timeout,
+                "{c:?}"
+            );
         }
         Source::Custom(o) => {
             assert!(!o.image.is_empty() && o.image.trim() == o.image, "{c:?}");
@@ -227,9 +259,20 @@ fn resolve_and_check(spec: &ManagedOSVersionChannelSpec) {
                 "{c:?}"
             );
             assert!(
-                o.timeout.is_none_or(|t| t >= Duration::from_secs(1)),
+                o.timeout
+                    .is_none_or(|t| t >= Duration::from_secs(1) && t <= limits.max_sync_timeout),
                 "{c:?}"
             );
+            // A runner that could escape its pod only where the flag allows it.
+            if !limits.allow_privileged_runners {
+                assert!(
+                    o.security_context
+                        .as_ref()
+                        .and_then(config::runner_privilege)
+                        .is_none(),
+                    "{c:?}"
+                );
+            }
         }
     }
 }
@@ -536,6 +579,19 @@ pub fn syncer_decide(data: &[u8]) {
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: *c.pick(&[10_000, 1, 0]),
         syncer_image_pull_secrets: Vec::new(),
+        max_sync_timeout: *c.pick(&[
+            config::DEFAULT_MAX_SYNC_TIMEOUT,
+            config::MAX_DURATION,
+            Duration::from_secs(1),
+            Duration::MAX,
+        ]),
+        min_sync_interval: *c.pick(&[
+            config::DEFAULT_MIN_SYNC_INTERVAL,
+            Duration::from_secs(1),
+            Duration::ZERO,
+            Duration::MAX,
+        ]),
+        allow_privileged_runners: c.flag(),
     };
     // The pod named after the channel: none, ours (the decision's own shape), or a stranger.
     let pod: Option<Pod> = match c.byte() % 3 {
@@ -715,9 +771,50 @@ pub fn syncer_decide(data: &[u8]) {
         );
     }
     if let Some(requeue) = decision.requeue {
+        assert!(requeue <= config::MAX_DURATION, "requeue after {requeue:?}");
+    }
+    // A sync starts only for a spec within the operator's bounds, and its pod asks for
+    // nothing the flags refuse; its deadline is a year at most (plus the kubelet's margin).
+    let starts = creates > 0 || decision.needs.fetch.is_some() || obs.fetched.is_some();
+    if starts && decision.outcome.is_none() {
+        let c = config::resolve(&ch.spec, &settings.limits());
+        assert!(c.is_ok(), "a sync of a refused spec: {c:?}");
+    }
+    for e in &decision.effects {
+        let Effect::CreatePod(pod) = e else { continue };
+        let spec = pod.spec.as_ref();
+        let deadline = spec.and_then(|s| s.active_deadline_seconds).unwrap_or(0);
         assert!(
-            requeue <= Duration::from_secs(366 * 24 * 3600),
-            "requeue after {requeue:?}"
+            deadline > 0 && deadline <= 8760 * 3600 + 60,
+            "activeDeadlineSeconds {deadline}"
+        );
+        let runner = spec
+            .and_then(|s| s.init_containers.as_ref())
+            .and_then(|c| c.first())
+            .and_then(|c| c.security_context.as_ref());
+        if !settings.allow_privileged_runners {
+            let privilege = runner.and_then(config::runner_privilege);
+            assert!(privilege.is_none(), "a privileged runner: {privilege:?}");
+        }
+        // The pod-level settings are the operator's own.
+        let spec = spec.cloned().unwrap_or_default();
+        assert!(
+            spec.host_network.is_none()
+                && spec.host_pid.is_none()
+                && spec.host_ipc.is_none()
+                && spec.volumes.iter().flatten().all(|v| v.empty_dir.is_some()),
+            "{spec:?}"
+        );
+    }
+    if let Some(next) = decision
+        .status
+        .as_ref()
+        .and_then(|s| s.next_sync_time.as_ref())
+    {
+        let span = next.0.duration_since(now);
+        assert!(
+            span <= k8s_openapi::jiff::SignedDuration::from_secs(8760 * 3600),
+            "nextSyncTime {next:?} is more than a year after {now:?}"
         );
     }
     if let Some(status) = &decision.status {

@@ -76,6 +76,16 @@ pub mod reason {
         "fieldPath": ".options.timeout",
     },
     {
+        "rule": BOUND_RULE_SYNC_INTERVAL,
+        "message": "spec.syncInterval must be more than 0 and at most 8760h (a year)",
+        "fieldPath": ".syncInterval",
+    },
+    {
+        "rule": BOUND_RULE_TIMEOUT,
+        "message": "spec.options.timeout must be more than 0 and at most 8760h (a year)",
+        "fieldPath": ".options.timeout",
+    },
+    {
         "rule": OUTPUT_FILE_RULE,
         "message": "spec.options.outputFile must be a file inside spec.options.mountPath (default /data)",
         "fieldPath": ".options.outputFile",
@@ -221,6 +231,33 @@ macro_rules! duration_rule {
 }
 const DURATION_RULE_SYNC_INTERVAL: &str = duration_rule!("", "syncInterval");
 const DURATION_RULE_TIMEOUT: &str = duration_rule!("!has(self.options) || ", "options.timeout");
+
+/// The bounds no operator flag lifts (see `config::MAX_DURATION`): more than zero, at most a
+/// year. Checked only on a duration (the rule above reports the rest). CEL's `duration()`
+/// fails on a value past what Go's durations hold (about 292 years); a term too large for
+/// a year, whatever its unit, is refused first, so `duration()` only ever sees values it
+/// holds: each term left is below 100000h, and the 64 characters a field may have leave
+/// room for at most ten such terms.
+macro_rules! bound_rule {
+    ($guard:literal, $field:literal) => {
+        concat!(
+            $guard,
+            "!has(self.",
+            $field,
+            ") || !self.",
+            $field,
+            ".trim().matches('^(0|(([0-9]+[.]?[0-9]*|[.][0-9]+)(ns|us|µs|ms|s|m|h))+)$') || (!self.",
+            $field,
+            ".trim().matches('(^|[a-zµ])0*[1-9]([0-9]{5,}[.]?[0-9]*h|[0-9]{6,}[.]?[0-9]*m($|[^s])|[0-9]{8,}[.]?[0-9]*s|[0-9]{11,}[.]?[0-9]*ms|[0-9]{14,}[.]?[0-9]*(us|µs)|[0-9]{17,}[.]?[0-9]*ns)') && duration(self.",
+            $field,
+            ".trim()) > duration('0s') && duration(self.",
+            $field,
+            ".trim()) <= duration('8760h'))"
+        )
+    };
+}
+const BOUND_RULE_SYNC_INTERVAL: &str = bound_rule!("", "syncInterval");
+const BOUND_RULE_TIMEOUT: &str = bound_rule!("!has(self.options) || ", "options.timeout");
 const OUTPUT_FILE_RULE: &str = "self.type != 'custom' || !has(self.options) || !has(self.options.outputFile) || \
     self.options.outputFile.startsWith(has(self.options.mountPath) ? \
     (self.options.mountPath.endsWith('/') ? self.options.mountPath : self.options.mountPath + '/') : '/data/')";

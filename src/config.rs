@@ -16,6 +16,70 @@ use crate::duration;
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MOUNT_PATH: &str = "/data";
 pub const DEFAULT_JSON_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest `syncInterval` and `options.timeout` that any operator accepts, whatever its
+/// flags (the CRD rules refuse more at `kubectl apply`): a year of 365 days. It keeps every
+/// time the operator computes from them (requeues, deadlines, `nextSyncTime`) far from
+/// where the arithmetic could overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(8760 * 3600);
+/// `MAX_DURATION` as the CRD rules and messages write it.
+pub const MAX_DURATION_TEXT: &str = "8760h";
+/// `--max-sync-timeout`'s default.
+pub const DEFAULT_MAX_SYNC_TIMEOUT: Duration = Duration::from_secs(3600);
+/// `--min-sync-interval`'s default.
+pub const DEFAULT_MIN_SYNC_INTERVAL: Duration = Duration::from_secs(60);
+/// The shortest `options.timeout` (and the shortest value the duration flags take).
+pub const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What the operator's flags allow a channel's spec; the bounds that no flag lifts are
+/// constants here and rules of the CRD.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// `--max-sync-timeout`: the longest `options.timeout`.
+    pub max_sync_timeout: Duration,
+    /// `--min-sync-interval`: the shortest `syncInterval`.
+    pub min_sync_interval: Duration,
+    /// `--allow-privileged-runners`: runner security contexts that grant more than a
+    /// restricted container (see [`runner_privilege`]) are accepted.
+    pub allow_privileged_runners: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_sync_timeout: DEFAULT_MAX_SYNC_TIMEOUT,
+            min_sync_interval: DEFAULT_MIN_SYNC_INTERVAL,
+            allow_privileged_runners: false,
+        }
+    }
+}
+
+impl Limits {
+    /// The interval of a channel that sets none: the default, or the operator's minimum
+    /// when that is longer (the channel's author chose nothing that could be refused).
+    pub fn default_sync_interval(&self) -> Duration {
+        DEFAULT_SYNC_INTERVAL
+            .max(self.min_sync_interval)
+            .min(MAX_DURATION)
+    }
+
+    /// Why these limits cannot serve (a flag out of range), if they cannot.
+    pub fn problem(&self) -> Option<String> {
+        let range = |d: Duration| (MIN_TIMEOUT..=MAX_DURATION).contains(&d);
+        if !range(self.max_sync_timeout) {
+            return Some(format!(
+                "--max-sync-timeout {} must lie between 1s and {MAX_DURATION_TEXT}",
+                duration::format(self.max_sync_timeout)
+            ));
+        }
+        if !range(self.min_sync_interval) {
+            return Some(format!(
+                "--min-sync-interval {} must lie between 1s and {MAX_DURATION_TEXT}",
+                duration::format(self.min_sync_interval)
+            ));
+        }
+        None
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChannelConfig {
@@ -85,25 +149,21 @@ pub fn enabled(spec: &ManagedOSVersionChannelSpec) -> bool {
     spec.enabled.unwrap_or(true)
 }
 
-/// Checks a channel's spec. The error names the field and says why.
-pub fn resolve(spec: &ManagedOSVersionChannelSpec) -> Result<ChannelConfig, String> {
+/// Checks a channel's spec against the operator's limits. The error names the field and
+/// says why (and, for a bound that a flag sets, the bound and the flag).
+pub fn resolve(
+    spec: &ManagedOSVersionChannelSpec,
+    limits: &Limits,
+) -> Result<ChannelConfig, String> {
     let sync_interval = match &spec.sync_interval {
-        None => DEFAULT_SYNC_INTERVAL,
-        Some(text) => {
-            let d = duration::parse(text).map_err(|e| format!("spec.syncInterval: {e}"))?;
-            if d < Duration::from_secs(1) {
-                return Err(format!(
-                    "spec.syncInterval: {text:?} is too short; use at least 1s"
-                ));
-            }
-            d
-        }
+        None => limits.default_sync_interval(),
+        Some(text) => sync_interval(text, limits)?,
     };
     let empty = Map::new();
     let options = spec.options.as_ref().unwrap_or(&empty);
     let source = match spec.type_.as_str() {
-        "custom" => Source::Custom(Box::new(custom_options(options)?)),
-        "json" => Source::Json(json_options(options)?),
+        "custom" => Source::Custom(Box::new(custom_options(options, limits)?)),
+        "json" => Source::Json(json_options(options, limits)?),
         "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
         other => {
             return Err(format!(
@@ -124,6 +184,25 @@ pub fn resolve(spec: &ManagedOSVersionChannelSpec) -> Result<ChannelConfig, Stri
         registry,
         upgrade_container: spec.upgrade_container.clone(),
     })
+}
+
+/// The sync interval, of at least `--min-sync-interval` and at most a year.
+fn sync_interval(text: &str, limits: &Limits) -> Result<Duration, String> {
+    let d = duration::parse(text).map_err(|e| format!("spec.syncInterval: {e}"))?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "spec.syncInterval: {text:?} is longer than a year; use at most {MAX_DURATION_TEXT}"
+        ));
+    }
+    // Zero is refused whatever the flag says (the CRD rules refuse it too).
+    let min = limits.min_sync_interval.max(MIN_TIMEOUT);
+    if d < min {
+        return Err(format!(
+            "spec.syncInterval: {text:?} is shorter than this operator's minimum of {} (--min-sync-interval)",
+            duration::format(min)
+        ));
+    }
+    Ok(d)
 }
 
 fn unknown_keys(options: &Map<String, Value>, known: &[&str], type_: &str) -> Result<(), String> {
@@ -157,20 +236,138 @@ fn typed<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn timeout(options: &Map<String, Value>) -> Result<Option<Duration>, String> {
-    match string(options, "timeout")? {
-        None => Ok(None),
-        Some(t) => match duration::parse(&t) {
-            Ok(d) if d >= Duration::from_secs(1) => Ok(Some(d)),
-            Ok(_) => Err(format!(
-                "spec.options.timeout: {t:?} is too short; use at least 1s"
-            )),
-            Err(e) => Err(format!("spec.options.timeout: {e}")),
-        },
+/// `options.timeout`: at least 1s, at most `--max-sync-timeout` (itself at most a year).
+fn timeout(options: &Map<String, Value>, limits: &Limits) -> Result<Option<Duration>, String> {
+    let Some(t) = string(options, "timeout")? else {
+        return Ok(None);
+    };
+    let d = duration::parse(&t).map_err(|e| format!("spec.options.timeout: {e}"))?;
+    if d < MIN_TIMEOUT {
+        return Err(format!(
+            "spec.options.timeout: {t:?} is too short; use at least 1s"
+        ));
     }
+    // The flag is itself at most a year (checked at start); `min` keeps that promise for
+    // limits made elsewhere.
+    let max = limits.max_sync_timeout.min(MAX_DURATION);
+    if d > max {
+        return Err(format!(
+            "spec.options.timeout: {t:?} is longer than this operator's maximum of {} (--max-sync-timeout)",
+            duration::format(max)
+        ));
+    }
+    Ok(Some(d))
 }
 
-fn custom_options(options: &Map<String, Value>) -> Result<CustomOptions, String> {
+/// What a runner `securityContext` asks for beyond a restricted container, as the field
+/// that asks it and why: such a runner could escape its pod or act as root on the node,
+/// which the channel's author may not be allowed in the namespace. The pod-level settings
+/// of the syncer pod are the operator's own (no host namespaces, no hostPath, a fixed pod
+/// `securityContext`); only the runner's container `securityContext` comes from the spec.
+pub fn runner_privilege(sc: &SecurityContext) -> Option<(&'static str, String)> {
+    if sc.privileged == Some(true) {
+        return Some((
+            "privileged",
+            "true runs the runner with every capability and device of the node".into(),
+        ));
+    }
+    if sc.allow_privilege_escalation == Some(true) {
+        return Some((
+            "allowPrivilegeEscalation",
+            "true lets the runner's processes gain privileges (setuid binaries)".into(),
+        ));
+    }
+    if let Some(add) = sc.capabilities.as_ref().and_then(|c| c.add.as_ref())
+        && !add.is_empty()
+    {
+        return Some((
+            "capabilities.add",
+            format!(
+                "[{}] adds capabilities to the runner",
+                crate::text::head(&crate::text::list(add, ", "), 200)
+            ),
+        ));
+    }
+    if sc.run_as_user == Some(0) {
+        return Some(("runAsUser", "0 runs the runner as root".into()));
+    }
+    // What Pod Security `baseline` forbids too: ways out of the container's confinement.
+    if let Some(se) = &sc.se_linux_options {
+        let allowed_type = se.type_.as_deref().is_none_or(|t| {
+            [
+                "",
+                "container_t",
+                "container_init_t",
+                "container_kvm_t",
+                "container_engine_t",
+            ]
+            .contains(&t)
+        });
+        let user_or_role = se.user.as_deref().is_some_and(|u| !u.is_empty())
+            || se.role.as_deref().is_some_and(|r| !r.is_empty());
+        if !allowed_type || user_or_role {
+            return Some((
+                "seLinuxOptions",
+                "sets an SELinux type, user or role other than a container's".into(),
+            ));
+        }
+    }
+    if sc.proc_mount.as_deref().is_some_and(|p| p != "Default") {
+        return Some((
+            "procMount",
+            "other than Default unmasks the node's /proc".into(),
+        ));
+    }
+    if sc
+        .seccomp_profile
+        .as_ref()
+        .is_some_and(|p| p.type_ == "Unconfined")
+    {
+        return Some((
+            "seccompProfile.type",
+            "Unconfined lifts the runner's system call filter".into(),
+        ));
+    }
+    if sc
+        .app_armor_profile
+        .as_ref()
+        .is_some_and(|p| p.type_ == "Unconfined")
+    {
+        return Some((
+            "appArmorProfile.type",
+            "Unconfined lifts the runner's AppArmor profile".into(),
+        ));
+    }
+    if sc
+        .windows_options
+        .as_ref()
+        .is_some_and(|w| w.host_process == Some(true))
+    {
+        return Some((
+            "windowsOptions.hostProcess",
+            "true runs the runner as a process of the node".into(),
+        ));
+    }
+    None
+}
+
+fn security_context(
+    options: &Map<String, Value>,
+    limits: &Limits,
+) -> Result<Option<SecurityContext>, String> {
+    let sc: Option<SecurityContext> =
+        typed(options, "securityContext", "a container securityContext")?;
+    if !limits.allow_privileged_runners
+        && let Some((field, why)) = sc.as_ref().and_then(runner_privilege)
+    {
+        return Err(format!(
+            "spec.options.securityContext.{field}: {why}; this operator refuses privileged runners (its admin can allow them with --allow-privileged-runners)"
+        ));
+    }
+    Ok(sc)
+}
+
+fn custom_options(options: &Map<String, Value>, limits: &Limits) -> Result<CustomOptions, String> {
     unknown_keys(options, &CUSTOM_KEYS, "custom")?;
     let image = string(options, "image")?
         .filter(|i| !i.trim().is_empty())
@@ -198,7 +395,7 @@ fn custom_options(options: &Map<String, Value>) -> Result<CustomOptions, String>
         args: typed(options, "args", "a list of strings")?,
         env: typed(options, "env", "a list of environment variables")?,
         env_from: typed(options, "envFrom", "a list of envFrom sources")?,
-        security_context: typed(options, "securityContext", "a container securityContext")?,
+        security_context: security_context(options, limits)?,
         resources: typed(options, "resources", "container resources")?,
         image_pull_secrets: typed(
             options,
@@ -210,7 +407,7 @@ fn custom_options(options: &Map<String, Value>) -> Result<CustomOptions, String>
         tolerations: typed(options, "tolerations", "a list of tolerations")?,
         mount_path,
         output_file,
-        timeout: timeout(options)?,
+        timeout: timeout(options, limits)?,
     })
 }
 
@@ -242,7 +439,7 @@ impl CustomOptions {
     }
 }
 
-fn json_options(options: &Map<String, Value>) -> Result<JsonOptions, String> {
+fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOptions, String> {
     unknown_keys(options, &JSON_KEYS, "json")?;
     let uri = string(options, "uri")?
         .filter(|u| !u.trim().is_empty())
@@ -265,7 +462,8 @@ fn json_options(options: &Map<String, Value>) -> Result<JsonOptions, String> {
     }
     Ok(JsonOptions {
         uri,
-        timeout: timeout(options)?.unwrap_or(DEFAULT_JSON_TIMEOUT),
+        timeout: timeout(options, limits)?
+            .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
     })
 }
 
@@ -299,12 +497,15 @@ mod tests {
 
     #[test]
     fn sample_custom_channel() {
-        let c = resolve(&spec(json!({
-            "type": "custom",
-            "options": {"image": "opensuse/tumbleweed", "command": ["/bin/bash", "-c", "--"],
-                        "args": ["echo"], "mountPath": "/output", "outputFile": "/output/data"},
-            "upgradeContainer": {}
-        })))
+        let c = resolve(
+            &spec(json!({
+                "type": "custom",
+                "options": {"image": "opensuse/tumbleweed", "command": ["/bin/bash", "-c", "--"],
+                            "args": ["echo"], "mountPath": "/output", "outputFile": "/output/data"},
+                "upgradeContainer": {}
+            })),
+            &Limits::default(),
+        )
         .unwrap();
         assert_eq!(c.sync_interval, DEFAULT_SYNC_INTERVAL);
         assert!(!c.delete_no_longer_in_sync);
@@ -318,7 +519,11 @@ mod tests {
 
     #[test]
     fn custom_defaults() {
-        let c = resolve(&spec(json!({"type": "custom", "options": {"image": "i"}}))).unwrap();
+        let c = resolve(
+            &spec(json!({"type": "custom", "options": {"image": "i"}})),
+            &Limits::default(),
+        )
+        .unwrap();
         let Source::Custom(o) = c.source else {
             panic!("custom")
         };
@@ -390,16 +595,19 @@ mod tests {
             ),
         ];
         for (s, want) in cases {
-            let err = resolve(&spec(s.clone())).unwrap_err();
+            let err = resolve(&spec(s.clone()), &Limits::default()).unwrap_err();
             assert!(err.starts_with(want) || err.contains(want), "{s}: {err}");
         }
     }
 
     #[test]
     fn json_defaults_and_registry() {
-        let c = resolve(&spec(json!({
-            "type": "json", "registry": " reg.io/ ", "options": {"uri": "https://x/y.json"}
-        })))
+        let c = resolve(
+            &spec(json!({
+                "type": "json", "registry": " reg.io/ ", "options": {"uri": "https://x/y.json"}
+            })),
+            &Limits::default(),
+        )
         .unwrap();
         assert_eq!(c.registry.as_deref(), Some("reg.io/"));
         assert_eq!(
@@ -415,5 +623,197 @@ mod tests {
     fn enabled_defaults_to_true() {
         assert!(enabled(&spec(json!({}))));
         assert!(!enabled(&spec(json!({"enabled": false}))));
+    }
+
+    fn custom(options: Value) -> ManagedOSVersionChannelSpec {
+        let mut s = json!({"type": "custom", "options": {"image": "i"}});
+        for (k, v) in options.as_object().unwrap() {
+            s["options"][k] = v.clone();
+        }
+        spec(s)
+    }
+
+    #[test]
+    fn durations_are_bounded_by_the_flags_and_a_year() {
+        let limits = Limits::default();
+        let interval = |text: &str| {
+            let mut s = custom(json!({}));
+            s.sync_interval = Some(text.into());
+            resolve(&s, &limits).map(|c| c.sync_interval)
+        };
+        assert_eq!(interval("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(interval("8760h"), Ok(MAX_DURATION));
+        for short in ["0", "0s", "59s", "1ms"] {
+            let e = interval(short).unwrap_err();
+            assert!(
+                e.starts_with("spec.syncInterval: ")
+                    && e.contains(
+                        "shorter than this operator's minimum of 1m (--min-sync-interval)"
+                    ),
+                "{short}: {e}"
+            );
+        }
+        for long in ["8760h1ns", "8761h", "5124095576030431h"] {
+            let e = interval(long).unwrap_err();
+            assert!(
+                e.starts_with("spec.syncInterval: ") && e.contains("use at most 8760h"),
+                "{long}: {e}"
+            );
+        }
+        let timeout = |text: &str, limits: &Limits| {
+            resolve(&custom(json!({"timeout": text})), limits).map(|c| match c.source {
+                Source::Custom(o) => o.timeout,
+                Source::Json(_) => unreachable!(),
+            })
+        };
+        assert_eq!(timeout("1h", &limits), Ok(Some(Duration::from_secs(3600))));
+        for long in ["1h1s", "8761h", "5124095576030431h"] {
+            let e = timeout(long, &limits).unwrap_err();
+            assert!(
+                e.starts_with("spec.options.timeout: ")
+                    && e.ends_with(
+                        "is longer than this operator's maximum of 1h (--max-sync-timeout)"
+                    ),
+                "{long}: {e}"
+            );
+        }
+        // The flags move the bounds, within a year.
+        let loose = Limits {
+            max_sync_timeout: MAX_DURATION,
+            min_sync_interval: Duration::from_secs(1),
+            allow_privileged_runners: false,
+        };
+        assert_eq!(timeout("8760h", &loose), Ok(Some(MAX_DURATION)));
+        assert!(timeout("8761h", &loose).is_err());
+        let mut s = custom(json!({}));
+        s.sync_interval = Some("1s".into());
+        assert!(resolve(&s, &loose).is_ok());
+        s.sync_interval = Some("0s".into());
+        assert!(resolve(&s, &loose).is_err(), "zero is never an interval");
+        // json channels too; their default timeout stays within the flag.
+        let json_timeout = |options: Value, limits: &Limits| {
+            resolve(&spec(json!({"type": "json", "options": options})), limits).map(|c| {
+                match c.source {
+                    Source::Json(o) => o.timeout,
+                    Source::Custom(_) => unreachable!(),
+                }
+            })
+        };
+        assert!(
+            json_timeout(json!({"uri": "http://x", "timeout": "2h"}), &limits)
+                .unwrap_err()
+                .contains("(--max-sync-timeout)")
+        );
+        let tight = Limits {
+            max_sync_timeout: Duration::from_secs(5),
+            ..Limits::default()
+        };
+        assert_eq!(
+            json_timeout(json!({"uri": "http://x"}), &tight),
+            Ok(Duration::from_secs(5))
+        );
+        // A channel without an interval gets the default, or the minimum if that is longer.
+        let slow = Limits {
+            min_sync_interval: Duration::from_secs(7200),
+            ..Limits::default()
+        };
+        assert_eq!(
+            resolve(&custom(json!({})), &slow).unwrap().sync_interval,
+            Duration::from_secs(7200)
+        );
+    }
+
+    #[test]
+    fn privileged_runners_are_refused_naming_the_field_and_the_flag() {
+        let cases = [
+            (json!({"privileged": true}), "privileged"),
+            (
+                json!({"allowPrivilegeEscalation": true}),
+                "allowPrivilegeEscalation",
+            ),
+            (
+                json!({"capabilities": {"add": ["SYS_ADMIN"]}}),
+                "capabilities.add",
+            ),
+            (
+                json!({"capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}}),
+                "capabilities.add",
+            ),
+            (json!({"runAsUser": 0}), "runAsUser"),
+            (
+                json!({"seLinuxOptions": {"type": "spc_t"}}),
+                "seLinuxOptions",
+            ),
+            (
+                json!({"seLinuxOptions": {"user": "system_u"}}),
+                "seLinuxOptions",
+            ),
+            (json!({"procMount": "Unmasked"}), "procMount"),
+            (
+                json!({"seccompProfile": {"type": "Unconfined"}}),
+                "seccompProfile.type",
+            ),
+            (
+                json!({"appArmorProfile": {"type": "Unconfined"}}),
+                "appArmorProfile.type",
+            ),
+            (
+                json!({"windowsOptions": {"hostProcess": true}}),
+                "windowsOptions.hostProcess",
+            ),
+        ];
+        let allowed = Limits {
+            allow_privileged_runners: true,
+            ..Limits::default()
+        };
+        for (sc, field) in cases {
+            let s = custom(json!({"securityContext": sc}));
+            let e = resolve(&s, &Limits::default()).unwrap_err();
+            assert!(
+                e.starts_with(&format!("spec.options.securityContext.{field}: "))
+                    && e.ends_with("(its admin can allow them with --allow-privileged-runners)"),
+                "{sc}: {e}"
+            );
+            let c = resolve(&s, &allowed).unwrap_or_else(|e| panic!("{sc}: {e}"));
+            let Source::Custom(o) = c.source else {
+                panic!("custom")
+            };
+            assert!(o.security_context.is_some());
+        }
+        // What a restricted or an ordinary container asks for is fine.
+        for sc in [
+            json!({"runAsNonRoot": true, "runAsUser": 1000}),
+            json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"], "add": []}}),
+            json!({"readOnlyRootFilesystem": false, "runAsGroup": 0}),
+            json!({"seccompProfile": {"type": "RuntimeDefault"}, "procMount": "Default"}),
+            json!({"seLinuxOptions": {"type": "container_t", "level": "s0:c1,c2"}}),
+            json!({"privileged": false}),
+        ] {
+            let s = custom(json!({"securityContext": sc}));
+            assert!(resolve(&s, &Limits::default()).is_ok(), "{sc}");
+        }
+    }
+
+    #[test]
+    fn limits_out_of_range_are_named() {
+        assert_eq!(Limits::default().problem(), None);
+        let long = Limits {
+            max_sync_timeout: Duration::from_secs(8761 * 3600),
+            ..Limits::default()
+        };
+        assert!(
+            long.problem()
+                .unwrap()
+                .starts_with("--max-sync-timeout 8761h")
+        );
+        let zero = Limits {
+            min_sync_interval: Duration::ZERO,
+            ..Limits::default()
+        };
+        assert!(
+            zero.problem()
+                .unwrap()
+                .starts_with("--min-sync-interval 0s")
+        );
     }
 }

@@ -78,7 +78,7 @@ pub fn decode(log: &[u8], max_bytes: u64) -> Output<'_> {
     if len > max_bytes {
         return Output::TooLarge { bytes: len };
     }
-    let body = log.get(newline + 1..).unwrap_or_default();
+    let body = log.get(newline.saturating_add(1)..).unwrap_or_default();
     let Ok(len) = usize::try_from(len) else {
         return Output::TooLarge { bytes: len };
     };

@@ -73,9 +73,9 @@ fn nanos(whole: &str, fraction: &str, unit: u128) -> Option<u128> {
     }
     // floor(0.d1d2...dn * unit), exactly: from the last digit, each step divides by ten
     // what is carried (always below `unit`, so nothing overflows).
-    let fraction_nanos = digits(fraction)
-        .rev()
-        .fold(0u128, |carry, d| (d * unit + carry) / 10);
+    let fraction_nanos = digits(fraction).rev().fold(0u128, |carry, d| {
+        d.saturating_mul(unit).saturating_add(carry) / 10
+    });
     value.checked_mul(unit)?.checked_add(fraction_nanos)
 }
 

@@ -173,7 +173,7 @@ pub async fn get(
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(bytes) => {
-                if (data.len() + bytes.len()) as u64 > max_bytes {
+                if data.len().saturating_add(bytes.len()) as u64 > max_bytes {
                     return failed(format!(
                         "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
                     ));

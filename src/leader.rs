@@ -88,7 +88,9 @@ impl Elector {
                     if held_until.is_none() {
                         info!(lease = %self.config.name, identity = %self.config.identity, "became the leader");
                     }
-                    held_until = Some(at + self.config.duration - self.config.margin);
+                    // A time past what an `Instant` holds is "now": step down rather than overflow.
+                    let hold = self.config.duration.saturating_sub(self.config.margin);
+                    held_until = Some(at.checked_add(hold).unwrap_or(at));
                     leading.send_if_modified(|l| !std::mem::replace(l, true));
                 }
                 Ok(Ok(Round::Other(holder))) => {
@@ -102,7 +104,7 @@ impl Elector {
                     warn!(lease = %self.config.name, "leader election: the API server did not answer in time")
                 }
             }
-            let mut next = sent + self.config.renew_every;
+            let mut next = sent.checked_add(self.config.renew_every).unwrap_or(sent);
             if let Some(until) = held_until {
                 next = next.min(until);
             }

@@ -6,14 +6,17 @@
 //! `validate` (the other two subcommands), `metrics`, `duration` and `stop` (signals).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
-// that remain carry an `allow` with the reason the invariant holds.
+// that remain carry an `allow` with the reason the invariant holds. Arithmetic too: an
+// overflow panics in a debug build and wraps silently in a release one, so sums of
+// durations, times, counts and offsets are checked or saturating.
 #![cfg_attr(
     not(test),
     deny(
         clippy::string_slice,
         clippy::unwrap_used,
         clippy::expect_used,
-        clippy::panic
+        clippy::panic,
+        clippy::arithmetic_side_effects
     )
 )]
 

@@ -90,6 +90,13 @@ fn runtime() -> eyre::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> eyre::Result<ExitCode> {
     match cli.command {
         Command::Operator(args) => {
+            if let Err(problem) = args.check() {
+                clap::Error::raw(
+                    clap::error::ErrorKind::ValueValidation,
+                    format!("{problem}\n"),
+                )
+                .exit();
+            }
             operator::init_logging(args.log_format);
             let rt = runtime()?;
             let result = rt.block_on(operator::run(*args));

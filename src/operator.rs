@@ -62,6 +62,18 @@ pub struct OperatorArgs {
         value_delimiter = ','
     )]
     pub syncer_image_pull_secrets: Vec<String>,
+    /// The longest options.timeout a channel may ask; more is InvalidConfiguration
+    /// (1s to 8760h; at least --sync-timeout).
+    #[arg(long, env = "MAX_SYNC_TIMEOUT", default_value = "1h", value_parser = duration::parse)]
+    pub max_sync_timeout: Duration,
+    /// The shortest syncInterval a channel may ask; less is InvalidConfiguration (1s to
+    /// 8760h).
+    #[arg(long, env = "MIN_SYNC_INTERVAL", default_value = "1m", value_parser = duration::parse)]
+    pub min_sync_interval: Duration,
+    /// Accept runner securityContexts that grant more than a restricted container
+    /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
+    #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_privileged_runners: bool,
     /// First retry delay after a failed sync; it doubles on each failure.
     #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
     pub retry_delay: Duration,
@@ -133,6 +145,39 @@ pub enum OperatorError {
     LostLease,
     #[error("cannot listen for signals: {0}")]
     Signal(std::io::Error),
+}
+
+impl OperatorArgs {
+    /// What the flags cannot mean together or alone, said as a usage error: the bounds a
+    /// channel's durations are checked against, and the operator's own timeouts, lie
+    /// between 1s and a year (see `config::MAX_DURATION`).
+    pub fn check(&self) -> Result<(), String> {
+        let limits = crate::config::Limits {
+            max_sync_timeout: self.max_sync_timeout,
+            min_sync_interval: self.min_sync_interval,
+            allow_privileged_runners: self.allow_privileged_runners,
+        };
+        if let Some(problem) = limits.problem() {
+            return Err(problem);
+        }
+        if self.sync_timeout < crate::config::MIN_TIMEOUT
+            || self.sync_timeout > self.max_sync_timeout
+        {
+            return Err(format!(
+                "--sync-timeout {} must lie between 1s and --max-sync-timeout ({})",
+                duration::format(self.sync_timeout),
+                duration::format(self.max_sync_timeout)
+            ));
+        }
+        if self.retry_delay > crate::config::MAX_DURATION {
+            return Err(format!(
+                "--retry-delay {} must be at most {}",
+                duration::format(self.retry_delay),
+                crate::config::MAX_DURATION_TEXT
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Parses a byte size: `16777216`, `16Mi`, `500K`.
@@ -297,6 +342,9 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         max_versions_per_channel: usize::try_from(args.max_versions_per_channel)
             .unwrap_or(usize::MAX),
         syncer_image_pull_secrets: distinct_names(&args.syncer_image_pull_secrets),
+        max_sync_timeout: args.max_sync_timeout,
+        min_sync_interval: args.min_sync_interval,
+        allow_privileged_runners: args.allow_privileged_runners,
     };
     let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
@@ -481,6 +529,56 @@ mod tests {
         ] {
             let e = parse(&[bad]).err().unwrap();
             assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bound_flags_default_parse_and_are_checked_together() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.max_sync_timeout, Duration::from_secs(3600));
+        assert_eq!(args.min_sync_interval, Duration::from_secs(60));
+        assert!(!args.allow_privileged_runners);
+        assert_eq!(args.check(), Ok(()));
+        for on in [
+            &["--allow-privileged-runners"][..],
+            &["--allow-privileged-runners=true"],
+        ] {
+            assert!(parse(on).unwrap().allow_privileged_runners, "{on:?}");
+        }
+        assert!(
+            !parse(&["--allow-privileged-runners=false"])
+                .unwrap()
+                .allow_privileged_runners
+        );
+        let args = parse(&["--max-sync-timeout=8760h", "--min-sync-interval=1s"]).unwrap();
+        assert_eq!(args.check(), Ok(()));
+        for (flags, problem) in [
+            (
+                &["--max-sync-timeout=8761h"][..],
+                "--max-sync-timeout 8761h must lie between 1s and 8760h",
+            ),
+            (
+                &["--min-sync-interval=0s"],
+                "--min-sync-interval 0s must lie between 1s and 8760h",
+            ),
+            (
+                &["--sync-timeout=2h"],
+                "--sync-timeout 2h must lie between 1s and --max-sync-timeout (1h)",
+            ),
+            (
+                &["--max-sync-timeout=1m"],
+                "--sync-timeout 5m must lie between 1s and --max-sync-timeout (1m)",
+            ),
+            (
+                &["--retry-delay=9000h"],
+                "--retry-delay 9000h must be at most 8760h",
+            ),
+        ] {
+            assert_eq!(
+                parse(flags).unwrap().check(),
+                Err(problem.into()),
+                "{flags:?}"
+            );
         }
     }
 

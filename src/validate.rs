@@ -86,7 +86,7 @@ fn io_reason(e: &std::io::Error) -> String {
 /// Checks data that was read already.
 pub fn report(file: &str, data: Vec<u8>) -> FileReport {
     let mut versions = 0usize;
-    let mut diagnostics = channel::check_each(&data, |_| versions += 1);
+    let mut diagnostics = channel::check_each(&data, |_| versions = versions.saturating_add(1));
     // Stable: diagnostics at the same place keep the order the checks found them in.
     diagnostics.sort_by_key(|d| (d.severity, d.line, d.column));
     let errors = diagnostics
@@ -99,7 +99,7 @@ pub fn report(file: &str, data: Vec<u8>) -> FileReport {
         read_error: None,
         versions: if errors == 0 { versions } else { 0 },
         errors,
-        warnings: diagnostics.len() - errors,
+        warnings: diagnostics.len().saturating_sub(errors),
         diagnostics,
         source: data,
     }
@@ -123,14 +123,14 @@ pub fn run(
 ) -> std::io::Result<bool> {
     let mut all_valid = true;
     let mut kept = Vec::new();
-    let (mut valid_files, mut invalid_files) = (0, 0);
+    let (mut valid_files, mut invalid_files) = (0usize, 0usize);
     for input in inputs {
         let mut r = check_input(input.as_ref());
         all_valid &= r.valid;
         if r.valid {
-            valid_files += 1;
+            valid_files = valid_files.saturating_add(1);
         } else {
-            invalid_files += 1;
+            invalid_files = invalid_files.saturating_add(1);
         }
         match format {
             Format::Text => match &r.read_error {
@@ -266,12 +266,12 @@ fn excerpts(source: &[u8], diagnostics: &[Diagnostic]) -> Vec<Option<(String, us
                 return out;
             };
             line = next.strip_suffix(b"\r").unwrap_or(next);
-            line_no += 1;
+            line_no = line_no.saturating_add(1);
             (byte, column) = (0, 1);
         }
         while column < d.column && byte < line.len() {
             byte = next_char(line, byte);
-            column += 1;
+            column = column.saturating_add(1);
         }
         if let Some(slot) = out.get_mut(n) {
             *slot = Some(excerpt_at(line, byte));
@@ -291,9 +291,9 @@ fn continues_at(line: &[u8], p: usize) -> bool {
 
 /// The offset of the character after the one at `p` (at most `line.len()`).
 fn next_char(line: &[u8], mut p: usize) -> usize {
-    p += 1;
+    p = p.saturating_add(1);
     while continues_at(line, p) {
-        p += 1;
+        p = p.saturating_add(1);
     }
     p
 }
@@ -306,7 +306,7 @@ fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
     let back = |mut p: usize| {
         p = p.saturating_sub(1);
         while p > 0 && continues_at(line, p) {
-            p -= 1;
+            p = p.saturating_sub(1);
         }
         p
     };
@@ -314,17 +314,17 @@ fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
     let (mut start, mut before) = (at, 0);
     while start > 0 && before < WIDTH / 2 {
         start = back(start);
-        before += 1;
+        before = before.saturating_add(1);
     }
     let (mut end, mut width) = (at, before);
     while end < line.len() && width < WIDTH {
         end = forward(end);
-        width += 1;
+        width = width.saturating_add(1);
     }
     // Near the end of a long line, show more of what comes before.
     while start > 0 && width < WIDTH {
         start = back(start);
-        width += 1;
+        width = width.saturating_add(1);
     }
     let clean = |bytes: &[u8]| -> String {
         String::from_utf8_lossy(bytes)
@@ -339,7 +339,7 @@ fn excerpt_at(line: &[u8], at: usize) -> (String, usize) {
         .count();
     if start > 0 {
         excerpt.insert_str(0, "...");
-        caret += 3;
+        caret = caret.saturating_add(3);
     }
     if end < line.len() {
         excerpt.push_str("...");

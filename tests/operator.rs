@@ -210,11 +210,12 @@ async fn invalid_configurations_are_reported_and_start_no_pod() {
     relative["options"]["outputFile"] = json!("output/data");
     cases.push(("relative", relative, "spec.options.mountPath"));
     let mut short = good.clone();
-    short["options"]["timeout"] = json!("0s");
+    // Zero is refused by the API server (below); under a second, by the operator.
+    short["options"]["timeout"] = json!("500ms");
     cases.push((
         "short-timeout",
         short,
-        "spec.options.timeout: \"0s\" is too short",
+        "spec.options.timeout: \"500ms\" is too short",
     ));
 
     for (name, spec, _) in &cases {
@@ -251,6 +252,9 @@ async fn the_api_server_refuses_what_the_crd_rules_can_check() {
     let mut timeout = good.clone();
     timeout["options"]["timeout"] = json!("1d");
     cases.push((timeout, "spec.options.timeout must be a duration"));
+    let mut zero = good.clone();
+    zero["options"]["timeout"] = json!("0s");
+    cases.push((zero, "spec.options.timeout must be more than 0"));
     let mut outside = good.clone();
     outside["options"]["outputFile"] = json!("/tmp/data");
     cases.push((outside, "spec.options.outputFile must be a file inside"));
@@ -399,7 +403,8 @@ async fn an_unpullable_image_or_a_hanging_runner_fails_at_the_timeout() {
 #[tokio::test]
 async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     let mut t = TestNs::new("interval").await;
-    t.start_operator(&[]);
+    // A 10 s interval is below the default minimum (1m).
+    t.start_operator(&["--min-sync-interval=10s"]);
     let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
     spec["syncInterval"] = json!("10s");
     t.create_channel("ch", spec).await;

@@ -53,8 +53,8 @@ impl Checker {
         bare: Option<String>,
     ) {
         match severity {
-            Severity::Error => self.errors += 1,
-            Severity::Warning => self.warnings += 1,
+            Severity::Error => self.errors = self.errors.saturating_add(1),
+            Severity::Warning => self.warnings = self.warnings.saturating_add(1),
         }
         // One slot is kept for the note that says how many were left out.
         if self.found.len() < MAX_DIAGNOSTICS - 1 {
@@ -87,7 +87,7 @@ impl Checker {
         if self.found.len() < MAX_DIAGNOSTICS - 1 {
             self.duplicate_slots.insert(self.found.len());
         }
-        self.duplicate_errors += 1;
+        self.duplicate_errors = self.duplicate_errors.saturating_add(1);
         if self.duplicate_names.insert(name.to_string()) {
             self.duplicates.push(name.to_string());
         }
@@ -104,7 +104,7 @@ impl Checker {
         message: String,
         bare: Option<String>,
     ) {
-        self.errors += 1;
+        self.errors = self.errors.saturating_add(1);
         // A syntax error ends the data, so it always has a place, past the limit too.
         self.syntax = Some(self.found.len());
         self.found.push(Found {
@@ -118,16 +118,19 @@ impl Checker {
     /// Resolves positions only now, so that valid data never pays for them.
     pub(super) fn finish(mut self, data: &[u8]) -> Outcome {
         let kept = self.found.len();
-        let total = self.errors + self.warnings;
+        let total = self.errors.saturating_add(self.warnings);
         if total > kept {
-            let (kept_errors, kept_warnings) = self.found.iter().fold((0, 0), |(e, w), f| match f
-                .severity
-            {
-                Severity::Error => (e + 1, w),
-                Severity::Warning => (e, w + 1),
-            });
-            let (more_errors, more_warnings) =
-                (self.errors - kept_errors, self.warnings - kept_warnings);
+            let (kept_errors, kept_warnings) =
+                self.found
+                    .iter()
+                    .fold((0usize, 0usize), |(e, w), f| match f.severity {
+                        Severity::Error => (e.saturating_add(1), w),
+                        Severity::Warning => (e, w.saturating_add(1)),
+                    });
+            let (more_errors, more_warnings) = (
+                self.errors.saturating_sub(kept_errors),
+                self.warnings.saturating_sub(kept_warnings),
+            );
             let severity = if more_errors > 0 {
                 Severity::Error
             } else {

@@ -31,7 +31,7 @@ pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
         }
     }
     let mut index = 0;
-    let mut pos = skip_ws(data, root + 1);
+    let mut pos = skip_ws(data, root.saturating_add(1));
     for (item, wanted) in by_item {
         while index < item {
             let Some(end) = skip_value(data, pos) else {
@@ -41,8 +41,8 @@ pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
             if data.get(pos) != Some(&b',') {
                 return out;
             }
-            pos = skip_ws(data, pos + 1);
-            index += 1;
+            pos = skip_ws(data, pos.saturating_add(1));
+            index = index.saturating_add(1);
         }
         let tails: Vec<&[Segment]> = wanted.iter().map(|(_, tail)| *tail).collect();
         let (found, end) = walk_item(data, pos, &tails);
@@ -63,8 +63,8 @@ pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
         if data.get(pos) != Some(&b',') {
             return out;
         }
-        pos = skip_ws(data, pos + 1);
-        index = item + 1;
+        pos = skip_ws(data, pos.saturating_add(1));
+        index = item.saturating_add(1);
     }
     out
 }
@@ -111,24 +111,24 @@ fn walk<'p>(
         };
     match data.get(pos)? {
         b'{' => {
-            let mut p = skip_ws(data, pos + 1);
+            let mut p = skip_ws(data, pos.saturating_add(1));
             while data.get(p) == Some(&b'"') {
                 let key_end = skip_string(data, p)?;
                 let key = read_key(data.get(p..key_end)?)?;
                 let colon = skip_ws(data, key_end);
-                let value = skip_ws(data, colon + 1);
+                let value = skip_ws(data, colon.saturating_add(1));
                 path.push(Segment::Key(key));
                 let end = visit(path, value, found);
                 path.pop();
                 p = skip_ws(data, end?);
                 if data.get(p) == Some(&b',') {
-                    p = skip_ws(data, p + 1);
+                    p = skip_ws(data, p.saturating_add(1));
                 }
             }
-            (data.get(p) == Some(&b'}')).then_some(p + 1)
+            (data.get(p) == Some(&b'}')).then_some(p.saturating_add(1))
         }
         b'[' => {
-            let mut p = skip_ws(data, pos + 1);
+            let mut p = skip_ws(data, pos.saturating_add(1));
             let mut i = 0;
             while !matches!(data.get(p), None | Some(b']')) {
                 path.push(Segment::Index(i));
@@ -136,13 +136,13 @@ fn walk<'p>(
                 path.pop();
                 p = skip_ws(data, end?);
                 if data.get(p) == Some(&b',') {
-                    p = skip_ws(data, p + 1);
+                    p = skip_ws(data, p.saturating_add(1));
                 } else {
                     break;
                 }
-                i += 1;
+                i = i.saturating_add(1);
             }
-            (data.get(p) == Some(&b']')).then_some(p + 1)
+            (data.get(p) == Some(&b']')).then_some(p.saturating_add(1))
         }
         _ => skip_value(data, pos),
     }
@@ -174,10 +174,11 @@ pub fn positions(data: &[u8], offsets: &[usize]) -> Vec<(usize, usize)> {
         let span = data.get(cur..target).unwrap_or_default();
         match span.iter().rposition(|b| *b == b'\n') {
             Some(last) => {
-                line += span.iter().filter(|b| **b == b'\n').count();
-                column = count_chars(span.get(last + 1..).unwrap_or_default()) + 1;
+                line = line.saturating_add(span.iter().filter(|b| **b == b'\n').count());
+                column = count_chars(span.get(last.saturating_add(1)..).unwrap_or_default())
+                    .saturating_add(1);
             }
-            None => column += count_chars(span),
+            None => column = column.saturating_add(count_chars(span)),
         }
         cur = target;
         if let Some(slot) = out.get_mut(n) {
@@ -189,24 +190,25 @@ pub fn positions(data: &[u8], offsets: &[usize]) -> Vec<(usize, usize)> {
 
 pub fn skip_ws(data: &[u8], mut p: usize) -> usize {
     while matches!(data.get(p), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        p += 1;
+        p = p.saturating_add(1);
     }
     p
 }
 
 /// The offset just past the string that starts (with its quote) at `p`.
 fn skip_string(data: &[u8], p: usize) -> Option<usize> {
-    let mut q = p + 1;
+    let mut q = p.saturating_add(1);
     loop {
-        q += data
-            .get(q..)?
-            .iter()
-            .position(|b| matches!(b, b'"' | b'\\'))?;
+        q = q.saturating_add(
+            data.get(q..)?
+                .iter()
+                .position(|b| matches!(b, b'"' | b'\\'))?,
+        );
         if data.get(q) == Some(&b'"') {
-            return Some(q + 1);
+            return Some(q.saturating_add(1));
         }
         // A backslash: skip it and the character it escapes.
-        q += 2;
+        q = q.saturating_add(2);
     }
 }
 
@@ -217,24 +219,25 @@ fn skip_value(data: &[u8], p: usize) -> Option<usize> {
         b'{' | b'[' => {
             let (mut depth, mut q) = (0usize, p);
             loop {
-                q += data
-                    .get(q..)?
-                    .iter()
-                    .position(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))?;
+                q = q.saturating_add(
+                    data.get(q..)?
+                        .iter()
+                        .position(|b| matches!(b, b'"' | b'{' | b'[' | b'}' | b']'))?,
+                );
                 match data.get(q)? {
                     b'"' => {
                         q = skip_string(data, q)?;
                         continue;
                     }
-                    b'{' | b'[' => depth += 1,
+                    b'{' | b'[' => depth = depth.saturating_add(1),
                     _ => {
                         depth = depth.checked_sub(1)?;
                         if depth == 0 {
-                            return Some(q + 1);
+                            return Some(q.saturating_add(1));
                         }
                     }
                 }
-                q += 1;
+                q = q.saturating_add(1);
             }
         }
         _ => {
@@ -243,7 +246,7 @@ fn skip_value(data: &[u8], p: usize) -> Option<usize> {
                 data.get(q),
                 None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
             ) {
-                q += 1;
+                q = q.saturating_add(1);
             }
             (q > p).then_some(q)
         }

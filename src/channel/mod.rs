@@ -158,7 +158,7 @@ fn more_suffix(total: usize) -> String {
         2 => " (and 1 more problem; run `rancheros-operator validate` on the data for all)".into(),
         n => format!(
             " (and {} more problems; run `rancheros-operator validate` on the data for all)",
-            n - 1
+            n.saturating_sub(1)
         ),
     }
 }

@@ -122,14 +122,14 @@ fn char_column(data: &[u8], line: usize, byte_column: usize) -> (usize, usize) {
         data.iter()
             .enumerate()
             .filter(|(_, b)| **b == b'\n')
-            .nth(line - 2)
-            .map_or(data.len(), |(i, _)| i + 1)
+            .nth(line.saturating_sub(2))
+            .map_or(data.len(), |(i, _)| i.saturating_add(1))
     };
     let end = line_start
         .saturating_add(byte_column.saturating_sub(1))
         .min(data.len());
     let before = data.get(line_start..end).unwrap_or_default();
-    (line, locate::count_chars(before) + 1)
+    (line, locate::count_chars(before).saturating_add(1))
 }
 
 fn syntax_message(e: &serde_json::Error) -> String {
@@ -205,7 +205,7 @@ impl<'de> Visitor<'de> for Root<'_, '_> {
             if let Some(version) = self.checker.item(i, item, &mut self.first_use) {
                 (self.on_version)(version);
             }
-            i += 1;
+            i = i.saturating_add(1);
         }
         Ok(None)
     }

@@ -54,7 +54,7 @@ impl Checker {
             return None;
         };
         // A duplicate name alone does not keep the item from a sync (the last entry wins).
-        let errors_before = self.errors - self.duplicate_errors;
+        let errors_before = self.errors.saturating_sub(self.duplicate_errors);
         for k in obj.keys() {
             if !QUIET_ITEM_KEYS.contains(&k.as_str()) {
                 self.warn(at(&[k]), "unknown key, ignored".into());
@@ -116,8 +116,9 @@ impl Checker {
                         self.string_map(at(&["metadata", field]), v, is_label, target);
                     }
                 }
-                let annotation_bytes: usize =
-                    annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+                let annotation_bytes: usize = annotations.iter().fold(0, |n: usize, (k, v)| {
+                    n.saturating_add(k.len()).saturating_add(v.len())
+                });
                 if annotation_bytes > MAX_ANNOTATIONS_BYTES {
                     self.error(
                         at(&["metadata", "annotations"]),
@@ -149,7 +150,7 @@ impl Checker {
             }
         };
 
-        if self.errors - self.duplicate_errors > errors_before {
+        if self.errors.saturating_sub(self.duplicate_errors) > errors_before {
             return None;
         }
         let version = ChannelVersion {
@@ -380,24 +381,34 @@ fn quote(s: &str) -> String {
 }
 
 fn approx_size(v: &ChannelVersion) -> usize {
+    // Sizes of what is in memory, summed saturating: a bound, never a panic.
+    fn total(parts: impl IntoIterator<Item = usize>) -> usize {
+        parts.into_iter().fold(0, usize::saturating_add)
+    }
     fn value(v: &Value) -> usize {
         match v {
-            Value::String(s) => s.len() + 2,
-            Value::Array(a) => a.iter().map(value).sum::<usize>() + a.len() + 2,
+            Value::String(s) => s.len().saturating_add(2),
+            Value::Array(a) => total(a.iter().map(value).chain([a.len(), 2])),
             Value::Object(m) => object(m),
             _ => 8,
         }
     }
     fn object(m: &Map<String, Value>) -> usize {
-        m.iter().map(|(k, v)| k.len() + 3 + value(v)).sum::<usize>() + 2
+        total(
+            m.iter()
+                .map(|(k, v)| total([k.len(), 3, value(v)]))
+                .chain([2]),
+        )
     }
     let maps =
-        |m: &BTreeMap<String, String>| m.iter().map(|(k, v)| k.len() + v.len() + 6).sum::<usize>();
-    v.name.len()
-        + maps(&v.labels)
-        + maps(&v.annotations)
-        + v.spec.metadata.as_ref().map_or(0, object)
-        + v.spec.upgrade_container.as_ref().map_or(0, object)
-        + v.spec.version.as_ref().map_or(0, String::len)
-        + v.spec.min_version.as_ref().map_or(0, String::len)
+        |m: &BTreeMap<String, String>| total(m.iter().map(|(k, v)| total([k.len(), v.len(), 6])));
+    total([
+        v.name.len(),
+        maps(&v.labels),
+        maps(&v.annotations),
+        v.spec.metadata.as_ref().map_or(0, object),
+        v.spec.upgrade_container.as_ref().map_or(0, object),
+        v.spec.version.as_ref().map_or(0, String::len),
+        v.spec.min_version.as_ref().map_or(0, String::len),
+    ])
 }

@@ -148,7 +148,8 @@ pub async fn attempt(
         ctx.release_slot(key);
     }
     if decision.outcome == Some(Outcome::Synchronized)
-        && let (Some(fetched), Some(options)) = (&seen.fetched, json_options(channel))
+        && let (Some(fetched), Some(options)) =
+            (&seen.fetched, json_options(channel, &ctx.settings))
     {
         json_source::remember(channel, key, &options, fetched, ctx);
     }
@@ -215,8 +216,11 @@ pub fn starts_sync(decision: &Decision) -> bool {
             .any(|a| matches!(a, Effect::CreatePod(_)))
 }
 
-fn json_options(channel: &ManagedOSVersionChannel) -> Option<JsonOptions> {
-    match crate::config::resolve(&channel.spec).ok()?.source {
+fn json_options(
+    channel: &ManagedOSVersionChannel,
+    settings: &crate::syncer::Settings,
+) -> Option<JsonOptions> {
+    match settings.resolve(&channel.spec).ok()?.source {
         crate::config::Source::Json(o) => Some(o),
         crate::config::Source::Custom(_) => None,
     }

@@ -163,7 +163,9 @@ where
 /// Waits until `caught_up` holds (polled every 20 ms), at most [`CACHE_WAIT`]; whether it
 /// did. Watch events arrive within milliseconds of a write; the bound guards a lagging watch.
 pub async fn wait_until(caught_up: impl Fn() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + CACHE_WAIT;
+    let start = tokio::time::Instant::now();
+    // No deadline can be computed (at the end of time): look once.
+    let deadline = start.checked_add(CACHE_WAIT).unwrap_or(start);
     loop {
         if caught_up() {
             return true;

@@ -37,7 +37,6 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel};
-use crate::config;
 use crate::metrics::Metrics;
 use crate::syncer::{Decision, Outcome, Settings};
 use attempt::{Apis, Observed};
@@ -347,8 +346,7 @@ fn error_policy(channel: Arc<ManagedOSVersionChannel>, error: &Error, ctx: Arc<C
         }
         Err(_) => 1,
     };
-    let interval =
-        config::resolve(&channel.spec).map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
+    let interval = ctx.settings.sync_interval(&channel.spec);
     let wait = ctx
         .settings
         .retry_delay
@@ -472,8 +470,7 @@ async fn finish(
     }
     let status = decision.status.as_ref().or(channel.status.as_ref());
     if let Some(status) = status {
-        let interval = config::resolve(&channel.spec)
-            .map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
+        let interval = ctx.settings.sync_interval(&channel.spec);
         ctx.metrics.observe_channel(key, status, interval);
     }
     // Events name the channel, not one version of it.

@@ -57,6 +57,69 @@ pub struct Settings {
     pub max_versions_per_channel: usize,
     /// Secrets added to every syncer pod's `imagePullSecrets` (the operator image's).
     pub syncer_image_pull_secrets: Vec<String>,
+    /// The longest `options.timeout` a channel may ask (`--max-sync-timeout`).
+    pub max_sync_timeout: Duration,
+    /// The shortest `syncInterval` a channel may ask (`--min-sync-interval`).
+    pub min_sync_interval: Duration,
+    /// Runner security contexts that grant more than a restricted container are accepted
+    /// (`--allow-privileged-runners`).
+    pub allow_privileged_runners: bool,
+}
+
+/// The operator's defaults (its flags' defaults), with no operator image.
+impl Default for Settings {
+    fn default() -> Self {
+        let limits = config::Limits::default();
+        Settings {
+            operator_image: String::new(),
+            sync_timeout: Duration::from_secs(300),
+            max_output_bytes: 16 << 20,
+            retry_delay: Duration::from_secs(10),
+            max_concurrent_syncs: 10,
+            json_cache_bytes: 16 << 20,
+            max_versions_per_channel: 10_000,
+            syncer_image_pull_secrets: Vec::new(),
+            max_sync_timeout: limits.max_sync_timeout,
+            min_sync_interval: limits.min_sync_interval,
+            allow_privileged_runners: limits.allow_privileged_runners,
+        }
+    }
+}
+
+impl Settings {
+    /// What these settings allow a channel's spec.
+    pub fn limits(&self) -> config::Limits {
+        config::Limits {
+            max_sync_timeout: self.max_sync_timeout,
+            min_sync_interval: self.min_sync_interval,
+            allow_privileged_runners: self.allow_privileged_runners,
+        }
+    }
+
+    /// The configuration of a channel's spec under these settings (see `config::resolve`).
+    pub fn resolve(
+        &self,
+        spec: &crate::api::ManagedOSVersionChannelSpec,
+    ) -> Result<ChannelConfig, String> {
+        config::resolve(spec, &self.limits())
+    }
+
+    /// A channel's sync interval, or the default one when its spec is invalid.
+    pub fn sync_interval(&self, spec: &crate::api::ManagedOSVersionChannelSpec) -> Duration {
+        self.resolve(spec).map_or_else(
+            |_| self.limits().default_sync_interval(),
+            |c| c.sync_interval,
+        )
+    }
+
+    /// How long one sync of these options may take: the channel's `options.timeout`, else
+    /// `--sync-timeout`; never more than a year, whatever the settings.
+    pub fn sync_timeout_of(&self, options: &CustomOptions) -> Duration {
+        options
+            .timeout
+            .unwrap_or(self.sync_timeout)
+            .min(config::MAX_DURATION)
+    }
 }
 
 /// What a json channel's fetch brought back.
@@ -231,10 +294,11 @@ impl Decider<'_> {
         if self.ch.spec.suspend == Some(true) {
             return self.suspended(our_pod);
         }
-        let resolved = config::resolve(&self.ch.spec);
-        let interval = resolved
-            .as_ref()
-            .map_or(config::DEFAULT_SYNC_INTERVAL, |c| c.sync_interval);
+        let resolved = self.settings.resolve(&self.ch.spec);
+        let interval = resolved.as_ref().map_or_else(
+            |_| self.settings.limits().default_sync_interval(),
+            |c| c.sync_interval,
+        );
         if let Some(error) = self.obs.error {
             let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
             return self.failure(error.clone(), interval, pod);
@@ -332,8 +396,12 @@ impl Decider<'_> {
     /// `Ready` while a sync runs: kept during a routine resync, `Unknown` on a first sync
     /// and after a spec change (its last outcome says nothing of this spec).
     fn ready_while_syncing(&self) -> Option<(Truth, &'static str, String)> {
+        // An invalid spec that the operator now accepts (its flags changed) has no outcome
+        // to keep either.
         let routine = self.ready_condition().is_some_and(|r| {
-            r.observed_generation == Some(self.generation) && r.reason != reason::SYNCHRONIZING
+            r.observed_generation == Some(self.generation)
+                && r.reason != reason::SYNCHRONIZING
+                && r.reason != reason::INVALID_CONFIGURATION
         });
         (!routine).then(|| {
             (
@@ -567,7 +635,7 @@ impl Decider<'_> {
                 if let Some(error) = self.obs.pod_create_error {
                     return self.failure(error.clone(), config.sync_interval, None);
                 }
-                let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
+                let timeout = self.settings.sync_timeout_of(options);
                 let pod = pod::build(self.ch, options, self.settings, timeout);
                 let status = self.sync_begins(format!("syncer pod {} started", pod.name_any()));
                 Decision {
@@ -667,7 +735,7 @@ impl Decider<'_> {
                 after(due)
             };
         }
-        let timeout = options.timeout.unwrap_or(self.settings.sync_timeout);
+        let timeout = self.settings.sync_timeout_of(options);
         let age = pod
             .metadata
             .creation_timestamp

@@ -50,10 +50,16 @@ fn hardened() -> SecurityContext {
 fn runner_security(user: Option<&SecurityContext>) -> SecurityContext {
     let base = hardened();
     let Some(user) = user else { return base };
+    // A privileged container escalates by definition: the API server refuses one that
+    // also says `allowPrivilegeEscalation: false` (reached only with
+    // `--allow-privileged-runners`).
+    let escalation = if user.privileged == Some(true) {
+        None
+    } else {
+        base.allow_privilege_escalation
+    };
     SecurityContext {
-        allow_privilege_escalation: user
-            .allow_privilege_escalation
-            .or(base.allow_privilege_escalation),
+        allow_privilege_escalation: user.allow_privilege_escalation.or(escalation),
         capabilities: user.capabilities.clone().or(base.capabilities),
         read_only_root_filesystem: user
             .read_only_root_filesystem
@@ -481,7 +487,10 @@ mod tests {
             spec["options"][k] = v.clone();
         }
         let spec = serde_json::from_value(spec).unwrap();
-        match crate::config::resolve(&spec).unwrap().source {
+        match crate::config::resolve(&spec, &Default::default())
+            .unwrap()
+            .source
+        {
             crate::config::Source::Custom(o) => *o,
             crate::config::Source::Json(_) => unreachable!(),
         }

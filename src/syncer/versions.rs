@@ -263,7 +263,7 @@ pub fn plan(
         let want = desired(channel, config, item);
         match by_name.get(&item.name) {
             None => {
-                plan.created += 1;
+                plan.created = plan.created.saturating_add(1);
                 plan.effects.push(Effect::ApplyVersion(Box::new(want)));
             }
             Some(have) if !controlled_by(&have.metadata, channel) => {
@@ -271,7 +271,7 @@ pub fn plan(
             }
             Some(have) => {
                 if differs(have, &want) {
-                    plan.updated += 1;
+                    plan.updated = plan.updated.saturating_add(1);
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.
                     want.metadata.uid = have.uid();
@@ -301,13 +301,13 @@ pub fn plan(
             continue;
         }
         if delete_unlisted {
-            plan.deleted += 1;
+            plan.deleted = plan.deleted.saturating_add(1);
             deletes.push(Effect::DeleteVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
             });
         } else if !is_flagged(have) {
-            plan.flagged += 1;
+            plan.flagged = plan.flagged.saturating_add(1);
             plan.effects.push(Effect::MarkVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
@@ -362,7 +362,7 @@ mod tests {
     }
 
     fn config(ch: &ManagedOSVersionChannel) -> ChannelConfig {
-        crate::config::resolve(&ch.spec).unwrap()
+        crate::config::resolve(&ch.spec, &Default::default()).unwrap()
     }
 
     #[test]
@@ -586,7 +586,7 @@ mod change_detection {
     #[test]
     fn updates_carry_the_uid_and_deletes_come_last() {
         let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let cfg = crate::config::resolve(&ch.spec).unwrap();
+        let cfg = crate::config::resolve(&ch.spec, &Default::default()).unwrap();
         let item = |name: &str, image: &str| ChannelVersion {
             name: name.into(),
             labels: BTreeMap::new(),

@@ -11,7 +11,7 @@ fn invalid_data_fails_the_sync_and_touches_no_version() {
         &ch,
         versions::desired(
             &ch,
-            &config::resolve(&ch.spec).unwrap(),
+            &config::resolve(&ch.spec, &Default::default()).unwrap(),
             &ChannelVersion {
                 name: "old".into(),
                 labels: Default::default(),

@@ -29,7 +29,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
         Some("\"v1\"")
     );
     let ch = with_status(&ch, &d);
-    let cfg = config::resolve(&ch.spec).unwrap();
+    let cfg = config::resolve(&ch.spec, &Default::default()).unwrap();
     let items = channel::parse(SAMPLE.as_bytes()).unwrap().versions;
     let foo = existing_version(&ch, versions::desired(&ch, &cfg, &items[0]));
     let bar = existing_version(&ch, versions::desired(&ch, &cfg, &items[1]));

@@ -8,6 +8,7 @@ pub(crate) use crate::failure::{ErrorClass, SyncFailure};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 pub(crate) use serde_json::{Value, json};
 
+mod bounds;
 mod data;
 mod json;
 mod pods;
@@ -79,6 +80,8 @@ pub(crate) fn settings() -> Settings {
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: 10_000,
         syncer_image_pull_secrets: Vec::new(),
+        // The flags' defaults: bounds, no privileged runners.
+        ..Settings::default()
     }
 }
 

@@ -11,7 +11,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
         &ch,
         versions::desired(
             &ch,
-            &config::resolve(&ch.spec).unwrap(),
+            &config::resolve(&ch.spec, &Default::default()).unwrap(),
             &channel::parse(SAMPLE.as_bytes()).unwrap().versions[0],
         ),
     );
@@ -96,7 +96,7 @@ fn synced_once() -> (ManagedOSVersionChannel, Vec<ManagedOSVersion>) {
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
     assert_eq!(ready(&d).reason, "Synchronized");
     let ch = with_status(&ch, &d);
-    let cfg = config::resolve(&ch.spec).unwrap();
+    let cfg = config::resolve(&ch.spec, &Default::default()).unwrap();
     let versions = channel::parse(SAMPLE.as_bytes())
         .unwrap()
         .versions
