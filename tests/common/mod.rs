@@ -205,9 +205,11 @@ impl TestNs {
             "operator".to_string(),
             "--namespace".into(),
             self.ns.clone(),
-            "--metrics-address".into(),
-            "127.0.0.1:0".into(),
         ];
+        // Metrics on a port of the system's choosing, unless the test scrapes them.
+        if !extra.iter().any(|a| a.starts_with("--metrics-address")) {
+            args.push("--metrics-address=127.0.0.1:0".into());
+        }
         if !extra.iter().any(|a| a.starts_with("--retry-delay")) {
             args.push("--retry-delay=60s".into());
         }
