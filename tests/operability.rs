@@ -334,7 +334,13 @@ async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, S
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(channel))
+        // The syncer pod has the channel's name: its Events are not the channel's.
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("ManagedOSVersionChannel")
+                    && r.name.as_deref() == Some(channel)
+            })
+        })
         .collect();
     list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
     list.into_iter()
