@@ -355,6 +355,30 @@ async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, S
         .collect()
 }
 
+/// The channel's row as `kubectl get -o wide` prints it: the API server's Table of it,
+/// column name to cell (priority-1 columns included, as `-o wide` shows them).
+async fn table_row(t: &TestNs, name: &str) -> BTreeMap<String, String> {
+    let request = http::Request::get(format!(
+        "/apis/rancheros.cattle.io/v1/namespaces/{}/managedosversionchannels/{name}",
+        t.ns
+    ))
+    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .unwrap();
+    let text = t.client.request_text(request).await.unwrap();
+    let table: Value = serde_json::from_str(&text).unwrap();
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let cells = table["rows"][0]["cells"].as_array().unwrap();
+    columns
+        .iter()
+        .zip(cells)
+        .map(|(c, v)| {
+            let cell = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            (c["name"].as_str().unwrap().to_string(), cell)
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------
 // 1. A re-pushed channel tag is seen
 
@@ -611,6 +635,11 @@ async fn a_suspended_channel_runs_no_pod_and_touches_no_version() {
         ready.message
     );
     assert!(ready.message.contains("Synchronized"), "{}", ready.message);
+    // What `kubectl get -o wide` shows (the API server's table of the channel).
+    let row = table_row(&t, "ch").await;
+    assert_eq!(row["Ready"], "True", "{row:?}");
+    assert_eq!(row["Reason"], "Suspended", "{row:?}");
+    assert!(row["Message"].contains("spec.suspend is true"), "{row:?}");
     assert!(!reconciling(&ch));
     // Long enough for a sync to have started and finished, were one to run.
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -935,6 +964,7 @@ async fn a_private_operator_image_reaches_syncer_pods_through_the_syncer_pull_se
         "{message}"
     );
     assert!(message.contains(&image), "{message}");
+    eprintln!("without --syncer-image-pull-secret: {message}");
     t.wait_no_pods(SYNC).await;
 
     // With it, every syncer pod carries the operator's pull secret.
