@@ -564,7 +564,13 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(channel))
+        // The syncer pod has the channel's name: the kubelet's Events on it are not ours.
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("ManagedOSVersionChannel")
+                    && r.name.as_deref() == Some(channel)
+            })
+        })
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),
