@@ -205,9 +205,11 @@ impl TestNs {
             "operator".to_string(),
             "--namespace".into(),
             self.ns.clone(),
-            "--metrics-address".into(),
-            "127.0.0.1:0".into(),
         ];
+        // Metrics on a port of the system's choosing, unless the test scrapes them.
+        if !extra.iter().any(|a| a.starts_with("--metrics-address")) {
+            args.push("--metrics-address=127.0.0.1:0".into());
+        }
         if !extra.iter().any(|a| a.starts_with("--retry-delay")) {
             args.push("--retry-delay=60s".into());
         }
@@ -562,7 +564,13 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
         .unwrap()
         .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(channel))
+        // The syncer pod has the channel's name: the kubelet's Events on it are not ours.
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("ManagedOSVersionChannel")
+                    && r.name.as_deref() == Some(channel)
+            })
+        })
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),
