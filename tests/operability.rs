@@ -884,6 +884,7 @@ async fn per_channel_metrics_report_and_disappear_with_the_channel() {
         3600.0,
         "{text}"
     );
+    assert_eq!(good[&format!("{prefix}suspended")], 0.0, "{text}");
     assert_eq!(bad[&format!("{prefix}ready")], 0.0, "{text}");
     assert_eq!(bad[&format!("{prefix}versions")], 0.0, "{text}");
     assert!(
@@ -917,7 +918,8 @@ async fn per_channel_metrics_report_and_disappear_with_the_channel() {
         .await;
     assert_eq!(
         channel_series(&text, &ns, "bad").len(),
-        4,
+        // ready, versions, consecutive failures, interval, suspended (no success yet)
+        5,
         "the other channel keeps its series: {text}"
     );
     t.cleanup().await;
