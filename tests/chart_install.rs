@@ -316,7 +316,11 @@ fn crd_rights_are_least(rel: &Release) {
             rel.sa()
         );
         for verb in ["update", "patch", "delete", "watch"] {
-            assert!(!rel.can_i(verb, &crd, None), "{} may {verb} {crd}", rel.sa());
+            assert!(
+                !rel.can_i(verb, &crd, None),
+                "{} may {verb} {crd}",
+                rel.sa()
+            );
         }
     }
     let other = format!("{CRD_TYPE}/servicemonitors.monitoring.coreos.com");
@@ -569,7 +573,8 @@ fn rbac_is_least(rel: &Release, watched: &str) {
                         let verb = verb.as_str().unwrap();
                         assert!(
                             rel.can_i(verb, &typ, ns),
-                            "{RBAC_FILE} grants {verb} {typ} in {ns:?}, the API server says no to {}",
+                            "{RBAC_FILE} grants {verb} {typ} {}, the API server says no to {}",
+                            ns.map_or("cluster-wide".into(), |ns| format!("in {ns}")),
                             rel.sa()
                         );
                         checked += 1;

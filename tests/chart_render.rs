@@ -662,19 +662,18 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
         "docs/install.md's Lease table differs from {RBAC_FILE}"
     );
     // Columns: API group | resource | names | verbs | why; the names comma separated.
-    let documented: Vec<Value> =
-        markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
-            .iter()
-            .map(|row| {
-                assert_eq!(row.len(), 5, "{row:?}");
-                json!({
-                    "apiGroups": [unquote(&row[0])],
-                    "resources": [unquote(&row[1])],
-                    "resourceNames": row[2].split(',').map(|n| unquote(n.trim())).collect::<Vec<_>>(),
-                    "verbs": verbs(&row[3]),
-                })
+    let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
+        .iter()
+        .map(|row| {
+            assert_eq!(row.len(), 5, "{row:?}");
+            json!({
+                "apiGroups": [unquote(&row[0])],
+                "resources": [unquote(&row[1])],
+                "resourceNames": row[2].split(',').map(|n| unquote(n.trim())).collect::<Vec<_>>(),
+                "verbs": verbs(&row[3]),
             })
-            .collect();
+        })
+        .collect();
     assert_eq!(
         Value::Array(documented),
         expected_crd_rules(),
