@@ -292,6 +292,56 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
     eprintln!("end to end: {:?}", started.elapsed());
 }
 
+/// The start of the operator's warning when RBAC forbids reading its CRDs
+/// (`check_installed_crds` in src/operator.rs): the schema check did not run.
+const CRD_CHECK_SKIPPED: &str = "not checking the installed CRDs against this build";
+
+/// `kubectl auth can-i` resources for the CRDs: `TYPE/NAME` of each of the operator's two,
+/// and the type alone.
+const CRD_TYPE: &str = "customresourcedefinitions.apiextensions.k8s.io";
+
+fn crd_resources() -> Vec<String> {
+    crd_names()
+        .iter()
+        .map(|name| format!("{CRD_TYPE}/{name}"))
+        .collect()
+}
+
+/// Cluster-wide, in every mode: get on the operator's two CRDs, nothing else on CRDs.
+fn crd_rights_are_least(rel: &Release) {
+    for crd in crd_resources() {
+        assert!(
+            rel.can_i("get", &crd, None),
+            "{} cannot get {crd}: the operator's startup check of its CRDs would be skipped",
+            rel.sa()
+        );
+        for verb in ["update", "patch", "delete", "watch"] {
+            assert!(
+                !rel.can_i(verb, &crd, None),
+                "{} may {verb} {crd}",
+                rel.sa()
+            );
+        }
+    }
+    let other = format!("{CRD_TYPE}/servicemonitors.monitoring.coreos.com");
+    for (verb, resource) in [
+        ("get", other.as_str()),
+        ("get", CRD_TYPE),
+        ("list", CRD_TYPE),
+        ("watch", CRD_TYPE),
+        ("create", CRD_TYPE),
+        ("update", CRD_TYPE),
+        ("delete", CRD_TYPE),
+        ("deletecollection", CRD_TYPE),
+    ] {
+        assert!(
+            !rel.can_i(verb, resource, None),
+            "{} may {verb} {resource}",
+            rel.sa()
+        );
+    }
+}
+
 /// What the first phase leaves for the others: the leading pod, the synced channel.
 struct Synced {
     pod_name: String,
@@ -321,6 +371,14 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         (lease["spec"]["holderIdentity"] == pod_name.as_str()).then_some(lease)
     });
     assert_eq!(lease["metadata"]["namespace"], rel.ns.as_str());
+    // It checked the installed CRDs at start: the chart lets it read them, so no warning
+    // that the check was skipped (a pod that leads got past the check; a mismatch would
+    // have made it exit).
+    let log = run(kubectl().args(["logs", &pod_name, "--namespace", &rel.ns]));
+    assert!(
+        !log.contains(CRD_CHECK_SKIPPED),
+        "the operator could not check the CRDs under the chart's RBAC:\n{log}"
+    );
 
     // The sample channel syncs to foo and bar.
     kubectl_apply(&sample_channel(&watched));
@@ -484,47 +542,51 @@ fn metrics_are_served(rel: &Release) {
 fn rbac_is_least(rel: &Release, watched: &str) {
     let ns = rel.ns.as_str();
     let w = Some(watched);
-    // Each verb of each rule of the one source, in the watched namespace and (the Lease's)
-    // in the release namespace.
-    let granted = |rules: &Value, ns: &str| {
+    // Each verb of each rule of the one source, for each of its names: in the watched
+    // namespace, (the Lease's) in the release namespace and (the CRDs') cluster-wide.
+    let granted = |rules: &Value, ns: Option<&str>| {
         let mut checked = 0;
         for rule in rules.as_array().unwrap() {
             let group = rule["apiGroups"][0].as_str().unwrap();
-            let names: Vec<&str> = rule["resourceNames"]
-                .as_array()
-                .map(|n| n.iter().map(|v| v.as_str().unwrap()).collect())
-                .unwrap_or_default();
+            let names: Vec<Option<&str>> = match rule["resourceNames"].as_array() {
+                Some(n) => n.iter().map(|v| v.as_str()).collect(),
+                None => vec![None],
+            };
             for resource in rule["resources"].as_array().unwrap() {
                 let (kind, sub) = match resource.as_str().unwrap().split_once('/') {
                     Some((kind, sub)) => (kind, Some(sub)),
                     None => (resource.as_str().unwrap(), None),
                 };
-                let mut typ = if group.is_empty() {
-                    kind.to_string()
-                } else {
-                    format!("{kind}.{group}")
-                };
-                if let Some(name) = names.first() {
-                    typ = format!("{typ}/{name}");
-                }
-                if let Some(sub) = sub {
-                    typ = format!("{typ}#{sub}");
-                }
-                for verb in rule["verbs"].as_array().unwrap() {
-                    let verb = verb.as_str().unwrap();
-                    assert!(
-                        rel.can_i(verb, &typ, Some(ns)),
-                        "{RBAC_FILE} grants {verb} {typ} in {ns}, the API server says no to {}",
-                        rel.sa()
-                    );
-                    checked += 1;
+                for name in &names {
+                    let mut typ = if group.is_empty() {
+                        kind.to_string()
+                    } else {
+                        format!("{kind}.{group}")
+                    };
+                    if let Some(name) = name {
+                        typ = format!("{typ}/{name}");
+                    }
+                    if let Some(sub) = sub {
+                        typ = format!("{typ}#{sub}");
+                    }
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        let verb = verb.as_str().unwrap();
+                        assert!(
+                            rel.can_i(verb, &typ, ns),
+                            "{RBAC_FILE} grants {verb} {typ} {}, the API server says no to {}",
+                            ns.map_or("cluster-wide".into(), |ns| format!("in {ns}")),
+                            rel.sa()
+                        );
+                        checked += 1;
+                    }
                 }
             }
         }
         checked
     };
-    let checked =
-        granted(&expected_rules(), watched) + granted(&expected_lease_rules(&rel.fullname()), ns);
+    let checked = granted(&expected_rules(), w)
+        + granted(&expected_lease_rules(&rel.fullname()), Some(ns))
+        + granted(&expected_crd_rules(), None);
     eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
     let lease_name = format!("leases/{}", rel.fullname());
     for (verb, resource, ns, allowed) in [
@@ -610,12 +672,6 @@ fn rbac_is_least(rel: &Release, watched: &str) {
         ("create", "events", w, false),
         ("create", "events.events.k8s.io", Some("default"), false),
         (
-            "update",
-            "customresourcedefinitions.apiextensions.k8s.io",
-            None,
-            false,
-        ),
-        (
             "create",
             "clusterrolebindings.rbac.authorization.k8s.io",
             None,
@@ -631,6 +687,16 @@ fn rbac_is_least(rel: &Release, watched: &str) {
             rel.sa()
         );
     }
+    // Watching some namespaces, the one cluster-wide grant is reading the two CRDs.
+    crd_rights_are_least(rel);
+    let crds = format!("{}-crds", rel.fullname());
+    let bound = kubectl_json(&["get", "clusterrolebinding", &crds]);
+    assert_eq!(bound["roleRef"]["name"], crds.as_str(), "{bound:#}");
+    assert_eq!(
+        bound["subjects"][0]["name"],
+        rel.fullname().as_str(),
+        "{bound:#}"
+    );
 }
 
 /// An upgrade rolls the pod: the new one takes the Lease, and the restart starts no
@@ -700,6 +766,11 @@ fn uninstall_keeps_crds_and_versions(rel: &Release, watched: &str) {
     assert_eq!(left["items"].as_array().unwrap().len(), 2);
     let roles = kubectl_json(&["get", "roles,rolebindings", "--namespace", watched]);
     assert!(roles["items"].as_array().unwrap().is_empty(), "{roles:#}");
+    let crds = format!("{}-crds", rel.fullname());
+    for kind in ["clusterrole", "clusterrolebinding"] {
+        let out = output(kubectl().args(["get", kind, &crds]));
+        assert!(!out.status.success(), "{kind} {crds} outlived the release");
+    }
 }
 
 #[test]
@@ -713,8 +784,11 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
         "{notes}"
     );
     let name = rel.fullname();
-    run(kubectl().args(["get", "clusterrole", &name]));
-    run(kubectl().args(["get", "clusterrolebinding", &name]));
+    let crds = format!("{name}-crds");
+    for object in [&name, &crds] {
+        run(kubectl().args(["get", "clusterrole", object]));
+        run(kubectl().args(["get", "clusterrolebinding", object]));
+    }
     for (verb, resource, ns, allowed) in [
         (
             "list",
@@ -761,10 +835,14 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
             rel.sa()
         );
     }
+    // Reading its CRDs, and no more on CRDs, in this mode too.
+    crd_rights_are_least(&rel);
     run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
-    let out = output(kubectl().args(["get", "clusterrole", &name]));
-    assert!(
-        !out.status.success(),
-        "the ClusterRole outlived the release"
-    );
+    for object in [&name, &crds] {
+        let out = output(kubectl().args(["get", "clusterrole", object]));
+        assert!(
+            !out.status.success(),
+            "the ClusterRole {object} outlived the release"
+        );
+    }
 }

@@ -22,7 +22,8 @@ const SCHEMA_VERSIONS: &[&str] = &["1.33.0", "1.37.0"];
 
 /// The checks every rendering must pass: the operator container's image is its
 /// OPERATOR_IMAGE, the downward API gives POD_NAME/POD_NAMESPACE, the security context
-/// is locked down, and the ServiceAccount is bound to nothing but the expected rules.
+/// is locked down, and the ServiceAccount is bound to nothing but the expected rules,
+/// among them (in every mode) the ClusterRole `<deployment>-crds` that reads the CRDs.
 fn check_common(docs: &[Value], deployment: &str) -> Value {
     let dep = find(docs, "Deployment", deployment);
     let pod = &dep["spec"]["template"]["spec"];
@@ -81,6 +82,17 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
             "{binding:#}"
         );
     }
+    // In every mode the operator may read its two CRDs (its startup schema check), through
+    // a ClusterRole of its own.
+    let crds = format!("{deployment}-crds");
+    assert_eq!(
+        find(docs, "ClusterRole", &crds)["rules"],
+        expected_crd_rules()
+    );
+    assert_eq!(
+        find(docs, "ClusterRoleBinding", &crds)["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": crds})
+    );
     // The CRDs are the chart's crds/.
     for crd in [
         "managedosversionchannels.rancheros.cattle.io",
@@ -188,6 +200,16 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
     let binding = find(&docs, "ClusterRoleBinding", "rel-rancheros-operator");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "rel-rancheros-operator");
+    // Two ClusterRoles: the operator's resources everywhere, and reading its CRDs (checked
+    // by check_common).
+    assert_eq!(
+        names_of(&docs, "ClusterRole"),
+        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+    );
+    assert_eq!(
+        names_of(&docs, "ClusterRoleBinding"),
+        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+    );
     // The only namespaced Role is the Lease's, in the release namespace.
     let roles = of_kind(&docs, "Role");
     assert_eq!(roles.len(), 1, "{roles:#?}");
@@ -278,8 +300,10 @@ fn ci_values_watch_listed_namespaces_with_roles() {
         "control"
     );
 
-    assert!(of_kind(&docs, "ClusterRole").is_empty());
-    assert!(of_kind(&docs, "ClusterRoleBinding").is_empty());
+    // Nothing cluster-wide but reading the two CRDs (check_common checks its rules): the
+    // operator's resources only through the Roles below.
+    assert_eq!(names_of(&docs, "ClusterRole"), ["ros-operator-crds"]);
+    assert_eq!(names_of(&docs, "ClusterRoleBinding"), ["ros-operator-crds"]);
     for ns in ["fleet-default", "fleet-local"] {
         let role = of_kind(&docs, "Role")
             .into_iter()
@@ -396,6 +420,20 @@ fn other_values_render_as_documented() {
         3,
         "a, b and the Lease's"
     );
+    assert_eq!(
+        names_of(&docs, "ClusterRole"),
+        ["rel-rancheros-operator-crds"]
+    );
+}
+
+/// The names of the rendered objects of `kind`, sorted.
+fn names_of(docs: &[Value], kind: &str) -> Vec<String> {
+    let mut names: Vec<String> = of_kind(docs, kind)
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
@@ -622,6 +660,24 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
         Value::Array(documented),
         expected_lease_rules("LEASE_NAME"),
         "docs/install.md's Lease table differs from {RBAC_FILE}"
+    );
+    // Columns: API group | resource | names | verbs | why; the names comma separated.
+    let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
+        .iter()
+        .map(|row| {
+            assert_eq!(row.len(), 5, "{row:?}");
+            json!({
+                "apiGroups": [unquote(&row[0])],
+                "resources": [unquote(&row[1])],
+                "resourceNames": row[2].split(',').map(|n| unquote(n.trim())).collect::<Vec<_>>(),
+                "verbs": verbs(&row[3]),
+            })
+        })
+        .collect();
+    assert_eq!(
+        Value::Array(documented),
+        expected_crd_rules(),
+        "docs/install.md's cluster-wide CRD table differs from {RBAC_FILE}"
     );
 }
 

@@ -220,8 +220,9 @@ pub fn run_with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-/// `files/rbac.yaml`: `rules` (in every watched namespace or cluster-wide) and
-/// `leaseRules` (the release namespace; `LEASE_NAME` stands for the Lease's name).
+/// `files/rbac.yaml`: `rules` (in every watched namespace or cluster-wide), `leaseRules`
+/// (the release namespace; `LEASE_NAME` stands for the Lease's name) and `crdRules`
+/// (cluster-wide in every mode: reading the operator's own CRDs).
 pub fn rbac_file() -> Value {
     let text = std::fs::read_to_string(root().join(RBAC_FILE))
         .unwrap_or_else(|e| panic!("cannot read {RBAC_FILE}: {e}"));
@@ -246,6 +247,40 @@ pub fn expected_lease_rules(lease: &str) -> Value {
     let text = serde_json::to_string(&rbac_file()["leaseRules"]).unwrap();
     assert!(text.contains("LEASE_NAME"), "{RBAC_FILE}: {text}");
     serde_json::from_str(&text.replace("LEASE_NAME", lease)).unwrap()
+}
+
+/// The names of the operator's CRDs: those of `crds/` (generated from the operator's
+/// types; the ones it checks at start).
+pub fn crd_names() -> Vec<String> {
+    let dir = root().join("crds");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .flat_map(|p| yaml_docs(&std::fs::read_to_string(p).unwrap()))
+        .map(|crd| crd["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "crds/ holds the two CRDs: {names:?}");
+    names
+}
+
+/// The cluster-wide rules of every mode: `get` on the operator's own CRDs, by name, for
+/// its startup check of their schema.
+pub fn expected_crd_rules() -> Value {
+    let rules = rbac_file()["crdRules"].clone();
+    let names: Vec<Value> = crd_names().into_iter().map(Value::String).collect();
+    assert_eq!(
+        rules,
+        serde_json::json!([{
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": names,
+            "verbs": ["get"],
+        }]),
+        "{RBAC_FILE}: crdRules must grant get on exactly the CRDs of crds/, by name, and nothing else"
+    );
+    rules
 }
 
 /// The chart's own version (Chart.yaml).

@@ -94,3 +94,8 @@ is null the names of imagePullSecrets (the syncer pods run the operator's image 
 {{- define "rancheros-operator.leaseRules" -}}
 {{- (.Files.Get "files/rbac.yaml" | fromYaml).leaseRules | toYaml | replace "LEASE_NAME" (include "rancheros-operator.leaseName" .) }}
 {{- end }}
+
+{{/* Reading the operator's own two CRDs, by name, cluster-wide (files/rbac.yaml). */}}
+{{- define "rancheros-operator.crdRules" -}}
+{{- (.Files.Get "files/rbac.yaml" | fromYaml).crdRules | toYaml }}
+{{- end }}
