@@ -21,6 +21,9 @@ cmd_check() {
 	CHECK_NS="rancheros-cluster-check-$$-$RANDOM"
 	CHECK_TMP="$(mktemp -d)"
 	trap check_cleanup EXIT
+	# (a signal must end in the EXIT trap too: bash skips it when a signal kills it)
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
 	log "check: namespace $CHECK_NS, image $RUNNER_IMAGE"
 	kc create namespace "$CHECK_NS" >/dev/null
 	kc label namespace "$CHECK_NS" app.kubernetes.io/part-of=rancheros-cluster-check >/dev/null
