@@ -108,3 +108,45 @@ ensure_pkgs() {
 
 # Packages the node needs at run time.
 NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
+
+# --- cargo target dirs shared by several clones (scripts/test, scripts/images) --------------
+# A fresh clone reuses the compiled dependencies of the last run. But cargo decides whether the
+# crate itself is fresh by comparing its files' mtimes with the artifacts', and its
+# fingerprints do not depend on where the clone is: a tree whose files are older than what
+# another tree left in the dir would get that tree's binaries. So each dir records the tree it
+# last built (.rancheros-tree, a hash of every file), and a build of any other tree first drops
+# the crate's own fingerprints (cargo then rebuilds the crate; dependencies and incremental
+# caches stay).
+
+# tree_key DIR: a hash of every file of the source tree at DIR (not .git, not target/)
+tree_key() {
+	(cd "$1" && find . -path ./.git -prune -o -path ./target -prune -o -type f -print0 |
+		LC_ALL=C sort -z | xargs -0 -r sha256sum) | sha256sum | cut -d' ' -f1
+}
+
+# shared_target_claim TARGET_DIR SRC_DIR: before a build of SRC_DIR into TARGET_DIR. Holds a
+# lock on the dir until this process ends, so that no other clone's build comes in between.
+shared_target_claim() {
+	local dir="$1" src="$2" key pkg fd
+	key="$(tree_key "$src")"
+	mkdir -p "$dir"
+	exec {fd}>"$dir/.rancheros-tree.lock"
+	if ! flock -n "$fd"; then
+		log "another build uses $dir; waiting for it"
+		flock "$fd"
+	fi
+	if [ "$(cat "$dir/.rancheros-tree" 2>/dev/null)" != "$key" ]; then
+		pkg="$(sed -n 's/^name *= *"\(.*\)"$/\1/p' "$src/Cargo.toml" | head -n 1)"
+		[ -n "$pkg" ] || die "no package name in $src/Cargo.toml"
+		find "$dir" -maxdepth 4 -type d -path '*/.fingerprint/*' -name "$pkg-*" -prune -exec rm -rf {} + 2>/dev/null || true
+	fi
+	# (until the build succeeds, the dir holds no tree's record: an interrupted build of one
+	# tree must not pass for another's)
+	rm -f "$dir/.rancheros-tree"
+	echo "$key" >"$dir/.rancheros-tree.pending"
+}
+
+# shared_target_built TARGET_DIR: after a successful build (of the claimed tree)
+shared_target_built() {
+	mv -f "$1/.rancheros-tree.pending" "$1/.rancheros-tree"
+}
