@@ -89,7 +89,7 @@ create_pod() {
 wait_phase() {
 	local pod="$1" secs="$2" p want
 	shift 2
-	local deadline=$(($(date +%s) + secs))
+	local deadline=$(($(date +%s) + secs)) wanted="$*"
 	PHASES=()
 	while :; do
 		p="$(ckc get pod "$pod" -o jsonpath='{.status.phase}')" || fail "get pod $pod failed"
@@ -98,16 +98,16 @@ wait_phase() {
 		for want in "$@"; do [ "$p" = "$want" ] && return 0; done
 		[ "$p" != Failed ] || fail "pod $pod failed; phases ${PHASES[*]}; status $(ckc get pod "$pod" -o jsonpath='{.status}')"
 		[ "$(date +%s)" -lt "$deadline" ] ||
-			fail "pod $pod not $* after ${secs} s; phases ${PHASES[*]}; status $(ckc get pod "$pod" -o jsonpath='{.status}')"
+			fail "pod $pod not ${wanted// / or } after ${secs} s; phases ${PHASES[*]}; status $(ckc get pod "$pod" -o jsonpath='{.status}')"
 		sleep 0.2
 	done
 }
 
-# pod_log POD CONTAINER: the container's log exactly (trailing newlines included)
+# pod_log POD CONTAINER: the container's log into LOG, exactly (a command substitution would
+# drop its trailing newlines)
 pod_log() {
-	local out
-	out="$(ckc logs "$1" -c "$2" && echo .)" || fail "logs of $1/$2 failed"
-	printf '%s' "${out%.}"
+	LOG="$(ckc logs "$1" -c "$2" && echo .)" || fail "logs of $1/$2 failed"
+	LOG="${LOG%.}"
 }
 
 # expect_eq WHAT ACTUAL EXPECTED
@@ -158,15 +158,16 @@ YAML
 	local code
 	code="$(ckc get pod init-output -o jsonpath='{.status.initContainerStatuses[0].state.terminated.exitCode}')"
 	expect_eq "init container exit code (terminated before the pod runs)" "$code" 0
-	expect_eq "init container log" "$(pod_log init-output runner)" $'written\n'
+	pod_log init-output runner
+	expect_eq "init container log" "$LOG" $'written\n'
 	# the main container's log: what it printed once it has printed it all
-	local log deadline=$(($(date +%s) + 30))
+	local deadline=$(($(date +%s) + 30))
 	while :; do
-		log="$(pod_log init-output display)"
-		[[ "$log" == *"bash "* ]] || [ "$(date +%s)" -ge "$deadline" ] && break
+		pod_log init-output display
+		[[ "$LOG" == *"bash "* ]] || [ "$(date +%s)" -ge "$deadline" ] && break
 		sleep 0.2
 	done
-	expect_eq "main container log" "$log" $'[{"metadata":{"name":"foo"}}]\nbash 5\n'
+	expect_eq "main container log" "$LOG" $'[{"metadata":{"name":"foo"}}]\nbash 5\n'
 	delete_and_wait init-output
 }
 
@@ -196,7 +197,8 @@ spec:
     volumeMounts: [{name: data, mountPath: /data}]
 YAML
 	wait_phase completed 120 Succeeded
-	expect_eq "main container log" "$(pod_log completed main)" $'line 1\nline 2\n'
+	pod_log completed main
+	expect_eq "main container log" "$LOG" $'line 1\nline 2\n'
 	delete_and_wait completed
 }
 
@@ -233,7 +235,8 @@ spec:
 YAML
 	wait_phase api 120 Succeeded Failed
 	local log phase
-	log="$(pod_log api main)"
+	pod_log api main
+	log="$LOG"
 	phase="${PHASES[-1]}"
 	[ "$phase" = Succeeded ] || fail "phase $phase (phases ${PHASES[*]}); log:"$'\n'"$log"
 	local want
