@@ -70,7 +70,7 @@ APT_UPDATED="${APT_UPDATED:-}"
 apt_update_once() {
 	if [ -z "$APT_UPDATED" ]; then
 		log "apt-get update"
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || die "apt-get update failed"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 {APT_LOCK_FD}>&- || die "apt-get update failed"
 		APT_UPDATED=1
 		export APT_UPDATED
 	fi
@@ -85,7 +85,16 @@ ensure_pkgs() {
 		fi
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	apt_update_once
+	# One apt at a time among our scripts (scripts/test builds the operator image while the
+	# cluster comes up: two of them may install at once). apt and dpkg do not get the
+	# descriptor: nothing they start may keep the lock.
+	local lock
+	exec {lock}>/run/rancheros-operator-apt.lock
+	if ! flock -n "$lock"; then
+		log "another of our scripts is installing packages; waiting for it"
+		flock "$lock"
+	fi
+	APT_LOCK_FD="$lock" apt_update_once
 	log "apt-get install ${missing[*]}"
 	# No init system runs services here; keep package scripts from trying to start any.
 	local policy=/usr/sbin/policy-rc.d created_policy=0
@@ -96,7 +105,7 @@ ensure_pkgs() {
 	fi
 	local rc=0 out
 	out="$(mktemp)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 || rc=$?
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 {lock}>&- || rc=$?
 	if [ "$created_policy" = 1 ]; then rm -f "$policy"; fi
 	if [ "$rc" != 0 ]; then
 		tail -n 30 "$out" >&2
@@ -104,6 +113,7 @@ ensure_pkgs() {
 		die "apt-get install ${missing[*]} failed"
 	fi
 	rm -f "$out"
+	exec {lock}>&-
 }
 
 # Packages the node needs at run time.
