@@ -128,10 +128,18 @@ NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certif
 # the crate's own fingerprints (cargo then rebuilds the crate; dependencies and incremental
 # caches stay).
 
-# tree_key DIR: a hash of every file of the source tree at DIR (not .git, not target/)
+# tree_key DIR: a hash of the contents of every file of the source tree at DIR: in a git
+# clone the tracked and the untracked but not ignored files (so not target/), else every file
+# but .git and target dirs
 tree_key() {
-	(cd "$1" && find . -path ./.git -prune -o -path ./target -prune -o -type f -print0 |
-		LC_ALL=C sort -z | xargs -0 -r sha256sum) | sha256sum | cut -d' ' -f1
+	(
+		cd "$1" || exit 1
+		if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+			git ls-files -z --cached --others --exclude-standard
+		else
+			find . \( -name .git -o -name target \) -prune -o -type f -print0
+		fi | LC_ALL=C sort -zu | xargs -0 -r sha256sum 2>/dev/null
+	) | sha256sum | cut -d' ' -f1
 }
 
 # shared_target_claim TARGET_DIR SRC_DIR: before a build of SRC_DIR into TARGET_DIR. Holds a
