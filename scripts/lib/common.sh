@@ -70,7 +70,7 @@ APT_UPDATED="${APT_UPDATED:-}"
 apt_update_once() {
 	if [ -z "$APT_UPDATED" ]; then
 		log "apt-get update"
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 || die "apt-get update failed"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 {APT_LOCK_FD}>&- || die "apt-get update failed"
 		APT_UPDATED=1
 		export APT_UPDATED
 	fi
@@ -85,7 +85,16 @@ ensure_pkgs() {
 		fi
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	apt_update_once
+	# One apt at a time among our scripts (scripts/test builds the operator image while the
+	# cluster comes up: two of them may install at once). apt and dpkg do not get the
+	# descriptor: nothing they start may keep the lock.
+	local lock
+	exec {lock}>/run/rancheros-operator-apt.lock
+	if ! flock -n "$lock"; then
+		log "another of our scripts is installing packages; waiting for it"
+		flock "$lock"
+	fi
+	APT_LOCK_FD="$lock" apt_update_once
 	log "apt-get install ${missing[*]}"
 	# No init system runs services here; keep package scripts from trying to start any.
 	local policy=/usr/sbin/policy-rc.d created_policy=0
@@ -96,7 +105,7 @@ ensure_pkgs() {
 	fi
 	local rc=0 out
 	out="$(mktemp)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 || rc=$?
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$out" 2>&1 {lock}>&- || rc=$?
 	if [ "$created_policy" = 1 ]; then rm -f "$policy"; fi
 	if [ "$rc" != 0 ]; then
 		tail -n 30 "$out" >&2
@@ -104,7 +113,58 @@ ensure_pkgs() {
 		die "apt-get install ${missing[*]} failed"
 	fi
 	rm -f "$out"
+	exec {lock}>&-
 }
 
 # Packages the node needs at run time.
 NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
+
+# --- cargo target dirs shared by several clones (scripts/test, scripts/images) --------------
+# A fresh clone reuses the compiled dependencies of the last run. But cargo decides whether the
+# crate itself is fresh by comparing its files' mtimes with the artifacts', and its
+# fingerprints do not depend on where the clone is: a tree whose files are older than what
+# another tree left in the dir would get that tree's binaries. So each dir records the tree it
+# last built (.rancheros-tree, a hash of every file), and a build of any other tree first drops
+# the crate's own fingerprints (cargo then rebuilds the crate; dependencies and incremental
+# caches stay).
+
+# tree_key DIR: a hash of the contents of every file of the source tree at DIR: in a git
+# clone the tracked and the untracked but not ignored files (so not target/), else every file
+# but .git and target dirs
+tree_key() {
+	(
+		cd "$1" || exit 1
+		if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+			git ls-files -z --cached --others --exclude-standard
+		else
+			find . \( -name .git -o -name target \) -prune -o -type f -print0
+		fi | LC_ALL=C sort -zu | xargs -0 -r sha256sum 2>/dev/null
+	) | sha256sum | cut -d' ' -f1
+}
+
+# shared_target_claim TARGET_DIR SRC_DIR: before a build of SRC_DIR into TARGET_DIR. Holds a
+# lock on the dir until this process ends, so that no other clone's build comes in between.
+shared_target_claim() {
+	local dir="$1" src="$2" key pkg fd
+	key="$(tree_key "$src")"
+	mkdir -p "$dir"
+	exec {fd}>"$dir/.rancheros-tree.lock"
+	if ! flock -n "$fd"; then
+		log "another build uses $dir; waiting for it"
+		flock "$fd"
+	fi
+	if [ "$(cat "$dir/.rancheros-tree" 2>/dev/null)" != "$key" ]; then
+		pkg="$(sed -n 's/^name *= *"\(.*\)"$/\1/p' "$src/Cargo.toml" | head -n 1)"
+		[ -n "$pkg" ] || die "no package name in $src/Cargo.toml"
+		find "$dir" -maxdepth 4 -type d -path '*/.fingerprint/*' -name "$pkg-*" -prune -exec rm -rf {} + 2>/dev/null || true
+	fi
+	# (until the build succeeds, the dir holds no tree's record: an interrupted build of one
+	# tree must not pass for another's)
+	rm -f "$dir/.rancheros-tree"
+	echo "$key" >"$dir/.rancheros-tree.pending"
+}
+
+# shared_target_built TARGET_DIR: after a successful build (of the claimed tree)
+shared_target_built() {
+	mv -f "$1/.rancheros-tree.pending" "$1/.rancheros-tree"
+}
