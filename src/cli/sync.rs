@@ -269,6 +269,14 @@ impl Waits {
                 }
             }
         }
+        // The watch never ends by itself; should it, what is left has no outcome.
+        for name in std::mem::take(&mut pending).into_keys() {
+            progress.err(&format!(
+                "error: {}/{name}: the watch of the channel ended before its outcome",
+                self.namespace
+            ));
+            all_ok = false;
+        }
         Ok(all_ok)
     }
 
