@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::outcome::one_line;
-use crate::api::{ManagedOSVersionChannel, READY, RECONCILING};
+use crate::api::{ManagedOSVersionChannel, READY, RECONCILING, reason};
 use crate::text;
 
 /// The most of a message a row shows.
@@ -50,7 +50,14 @@ pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
     };
     let mut message = ready.map(|r| one_line(&r.message)).unwrap_or_default();
     if syncing && let Some(c) = status.condition(RECONCILING) {
-        message = format!("syncing: {}; last outcome: {message}", one_line(&c.message));
+        let doing = one_line(&c.message);
+        // Ready says only that this sync runs (a first sync, a new spec): nothing to add.
+        message = match ready {
+            Some(r) if r.reason != reason::SYNCHRONIZING => {
+                format!("syncing: {doing}; last outcome: {message}")
+            }
+            _ => format!("syncing: {doing}"),
+        };
     }
     [
         ch.namespace().unwrap_or_default(),
@@ -236,6 +243,28 @@ mod tests {
         ] {
             assert_eq!(human(Duration::from_secs(secs)), shown);
         }
+    }
+
+    #[test]
+    fn a_first_sync_says_only_what_it_does() {
+        let ch = channel(
+            "n",
+            "c",
+            json!({"conditions": [
+                cond("Ready", "Unknown", "Synchronizing", "the first sync of this spec is under way"),
+                cond("Reconciling", "True", "Synchronizing", "syncer pod c started"),
+            ]}),
+        );
+        let r = row(&ch, at(NOW));
+        assert_eq!(
+            [r[2].as_str(), r[3].as_str(), r[7].as_str(), r[8].as_str()],
+            [
+                "Unknown",
+                "Synchronizing",
+                "syncing",
+                "syncing: syncer pod c started"
+            ]
+        );
     }
 
     #[test]
