@@ -259,6 +259,7 @@ impl Waits {
                 _ = tokio::time::sleep_until(deadline) => {
                     for (name, (_, last)) in std::mem::take(&mut pending) {
                         let target = Target { namespace: self.namespace.clone(), name };
+                        progress.done(&target.to_string());
                         progress.err(&format!(
                             "error: {target}: no outcome within {}: {}",
                             duration::format(self.timeout),
