@@ -528,3 +528,22 @@ async fn status_shows_the_channels_as_a_table() {
     }
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn sync_wait_of_a_suspended_channel_fails_at_once() {
+    let t = TestNs::new("cli-sync-suspended").await;
+    let mut spec = configmap_spec("v");
+    spec["suspend"] = json!(true);
+    t.create_channel("ch", spec).await;
+    let target = format!("{}/ch", t.ns);
+    // No operator runs, and none would sync it: the answer does not wait for the timeout.
+    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        error_lines(&o),
+        [format!(
+            "error: {target}: Suspended: the channel is suspended (spec.suspend is true): no sync runs until it is false"
+        )]
+    );
+    t.cleanup().await;
+}
