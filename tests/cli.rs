@@ -256,7 +256,8 @@ async fn set_data(t: &TestNs, key: &str, versions: &[(&str, &str)]) {
     });
     api.patch(
         "data",
-        &PatchParams::apply("cli-tests").force(),
+        // One field manager per key: an apply leaves the other keys alone.
+        &PatchParams::apply(&format!("cli-tests-{key}")).force(),
         &Patch::Apply(&patch),
     )
     .await
