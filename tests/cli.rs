@@ -548,3 +548,50 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
     );
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn sync_wait_during_a_running_sync_reports_the_next_one() {
+    let mut t = TestNs::new("cli-sync-during").await;
+    t.start_operator(&[]);
+    set_data(&t, "v", &[("a", "v1")]).await;
+    // The runner reads its data when it starts, then takes a while.
+    let mut spec = configmap_spec("v");
+    spec["options"]["args"] = json!([r#"printf '%s' "$DATA" > /output/data; sleep 15"#]);
+    t.create_channel("ch", spec).await;
+    // The first sync's runner is running: it has read the old data.
+    t.eventually("the first runner to run", SYNC, || async {
+        let pod = t.pods().get_opt("ch").await.unwrap()?;
+        let running =
+            pod.status?.init_container_statuses?.iter().any(|c| {
+                c.name == "runner" && c.state.as_ref().is_some_and(|s| s.running.is_some())
+            });
+        running.then_some(())
+    })
+    .await;
+    set_data(&t, "v", &[("a", "v1"), ("late", "v1")]).await;
+
+    let target = format!("{}/ch", t.ns);
+    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        stderr(&o),
+        t.operator_log()
+    );
+    // Not the outcome of the sync under way (1 version): the one after it.
+    assert_eq!(
+        stdout(&o),
+        format!(
+            "{target}: Synchronized: synchronized 2 versions (1 created)\n  created: a, late\n  \
+             (with the changes of a sync that was under way when the request came)\n"
+        )
+    );
+    assert!(
+        stderr(&o).contains("a sync that started before the request is finishing"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(t.version_names().await, ["a", "late"]);
+    t.cleanup().await;
+}

@@ -35,6 +35,9 @@ pub struct Request {
     /// Ours and any written after it.
     accepted: BTreeSet<String>,
     uid: Option<String>,
+    /// A sync that started before the request was seen running after it: its changes
+    /// are among those made since the request.
+    pub earlier_sync: bool,
 }
 
 impl Request {
@@ -44,6 +47,7 @@ impl Request {
         Request {
             accepted: BTreeSet::from([value.to_string()]),
             uid,
+            earlier_sync: false,
         }
     }
 
@@ -98,10 +102,13 @@ impl Request {
                 State::Waiting("the sync finished; waiting for its outcome".into())
             }
             (true, Some(c), _) => State::Waiting(one_line(&c.message)),
-            (false, Some(c), _) => State::Waiting(format!(
-                "a sync that started before the request is finishing ({}); the requested one follows",
-                one_line(&c.message)
-            )),
+            (false, Some(c), _) => {
+                self.earlier_sync = true;
+                State::Waiting(format!(
+                    "a sync that started before the request is finishing ({}); the requested one follows",
+                    one_line(&c.message)
+                ))
+            }
             (false, None, _) => {
                 State::Waiting("waiting for the operator to pick up the request".into())
             }
@@ -194,6 +201,7 @@ mod tests {
             panic!()
         };
         assert!(text.contains("started before the request"), "{text}");
+        assert!(r.earlier_sync);
         // It ends, still recording A: not ours either.
         let ch = channel(
             "B",

@@ -301,6 +301,7 @@ impl Waits {
                 Ok(true)
             }
             State::Succeeded(message) => {
+                let earlier = request.earlier_sync;
                 pending.remove(&name);
                 progress.done(&target.to_string());
                 let changes = self.changes_of(ch).await?;
@@ -313,9 +314,16 @@ impl Waits {
                         .out("  no version was changed")
                         .map_err(CliError::Output)?;
                 }
-                for line in lines {
+                for line in &lines {
                     progress
                         .out(&format!("  {line}"))
+                        .map_err(CliError::Output)?;
+                }
+                if earlier && !lines.is_empty() {
+                    // The names are what changed since the request; the message above
+                    // counts the requested sync's changes only.
+                    progress
+                        .out("  (with the changes of a sync that was under way when the request came)")
                         .map_err(CliError::Output)?;
                 }
                 Ok(true)
