@@ -546,6 +546,16 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
             "error: {target}: Suspended: the channel is suspended (spec.suspend is true): no sync runs until it is false"
         )]
     );
+    // Without --wait: requested, and warned.
+    let o = cli(&["sync", &target], CLI_LIMIT).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "warning: {target}: Suspended: the channel is suspended (spec.suspend is true): no sync runs until it is false\n"
+        )
+    );
     t.cleanup().await;
 }
 

@@ -121,9 +121,14 @@ pub async fn run(args: SyncArgs) -> Result<bool, CliError> {
     let mut progress = Progress::new();
     if !args.wait {
         for ch in &requested {
+            let target = target_of(ch);
             progress
-                .out(&format!("{}: sync requested", target_of(ch)))
+                .out(&format!("{target}: sync requested"))
                 .map_err(CliError::Output)?;
+            // Requested all the same, but said: no sync will come of it for now.
+            if let State::Failed { reason, message } = Request::new(&value, ch.uid()).observe(ch) {
+                progress.err(&format!("warning: {target}: {reason}: {message}"));
+            }
         }
         return Ok(true);
     }
