@@ -1,4 +1,5 @@
-//! `rancheros-operator`: one binary, three subcommands (`operator`, `display`, `validate`).
+//! `rancheros-operator`: one binary, five subcommands (`operator`, `display`, `validate`,
+//! and `sync` and `status` for users, see docs/cli.md).
 //! Exit codes: 0 success, 1 the work failed, 2 a usage error (from clap).
 
 #![deny(
@@ -11,8 +12,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use color_eyre::eyre::{self, WrapErr};
+use rancheros_operator::cli::{self, CliError};
 use rancheros_operator::{display, operator, validate};
 
 #[derive(Parser)]
@@ -48,6 +50,13 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         format: validate::Format,
     },
+    /// Ask the operator for a sync of a channel now; with --wait, wait for its outcome.
+    ///
+    /// Exit code 0 when the sync succeeded (or, without --wait, was requested), 1 when it
+    /// failed or its outcome did not come within --timeout, 2 on a usage error.
+    Sync(cli::sync::SyncArgs),
+    /// Show channels as a table: ready, reason, versions, revision, last and next sync.
+    Status(cli::status::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,10 +115,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             result?;
         }
         Command::Display { file } => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .wrap_err("cannot start the async runtime")?;
+            let rt = current_thread()?;
             rt.block_on(display::run(&file))?;
         }
         Command::Validate { files, format } => {
@@ -127,8 +133,48 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
+        Command::Sync(args) => {
+            let rt = current_thread()?;
+            if !cli_result("sync", rt.block_on(cli::sync::run(args)))? {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Status(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            cli_result(
+                "status",
+                rt.block_on(cli::status::run(args, &mut out, &mut std::io::stderr())),
+            )?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn current_thread() -> eyre::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")
+}
+
+/// A usage error clap could not see exits 2 as clap's own do; the rest are errors (1).
+fn cli_result<T>(subcommand: &str, result: Result<T, CliError>) -> eyre::Result<T> {
+    match result {
+        Err(CliError::Usage(message)) => {
+            let mut root = Cli::command();
+            let mut command = match root.find_subcommand_mut(subcommand) {
+                Some(c) => c
+                    .clone()
+                    .bin_name(format!("rancheros-operator {subcommand}")),
+                None => Cli::command(),
+            };
+            command
+                .error(clap::error::ErrorKind::ArgumentConflict, message)
+                .exit()
+        }
+        other => Ok(other?),
+    }
 }
 
 /// One glibc malloc arena instead of one per thread that ever contended for it (up to 8 per
