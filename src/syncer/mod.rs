@@ -763,18 +763,23 @@ impl Decider<'_> {
         match progress {
             Progress::Working if left.is_zero() => timed_out(pod::waiting_summary(pod)),
             Progress::Working => after(left),
-            Progress::RunnerFailed { exit_code, reason } if withheld => self.failure(
-                SyncFailure::RunnerFailed {
-                    exit_code,
-                    reason,
-                    output: RunnerOutput::Withheld {
-                        pod: pod.name_any(),
+            Progress::RunnerFailed { exit_code, reason } if withheld => {
+                let mut failed = self.failure(
+                    SyncFailure::RunnerFailed {
+                        exit_code,
+                        reason,
+                        output: RunnerOutput::Withheld {
+                            pod: pod.name_any(),
+                        },
                     },
-                },
-                interval,
-                // Kept, so that its log can be read.
-                None,
-            ),
+                    interval,
+                    // The attempt had this pod: a request made while it ran is not served.
+                    Some(pod),
+                );
+                // Kept, so that its log can be read (it goes when the next sync is due).
+                failed.effects.clear();
+                failed
+            }
             Progress::RunnerFailed { exit_code, reason } => {
                 let Some(log) = self.obs.runner_log else {
                     return needs(Needs {

@@ -460,3 +460,25 @@ fn a_runner_that_reads_a_secret_keeps_its_output_out_of_status_and_events() {
     let d = at_pod(&ch, &pod, t(14));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
 }
+
+#[test]
+fn a_request_made_while_a_secret_reading_runner_ran_gets_its_own_sync() {
+    let ch = channel(json!({"type": "custom", "options": {"image": "runner:1",
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}}]}}));
+    let mut ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let mut status = runner_failed_status(1);
+    status["initContainerStatuses"][0]["state"]["terminated"]["finishedAt"] =
+        json!("2023-11-14T22:13:22Z");
+    let pod = pod_in(&ch, t(0), status);
+    // The request comes while the runner runs: the failure does not answer it...
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "during".into());
+    let d = at_pod(&ch, &pod, t(3));
+    assert_eq!(ready(&d).reason, "FailedToSync");
+    assert_eq!(d.effects, vec![]);
+    assert_eq!(d.status.as_ref().unwrap().sync_requested_at, None);
+    // ...so the kept pod goes at once and a new sync follows.
+    let ch = with_status(&ch, &d);
+    let d = at_pod(&ch, &pod, t(4));
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+}
