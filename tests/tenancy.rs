@@ -318,38 +318,40 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
     let bad_values = "echo \"token: $TOKEN\"; printf '[{\"metadata\": {\"name\": \"a\"}, \"%s\": 1, \"spec\": \
                       {\"version\": \"v1\", \"type\": \"%s\", \"metadata\": {\"upgradeImage\": \"%s\"}}}]' \
                       \"$TOKEN\" \"$TOKEN\" \"$TOKEN\" > /output/data";
+    // (name, spec, whether the runner fails: then the pod is kept for its log; data
+    // errors name the line and column only.)
     let cases = [
-        ("key-ref-fails", secret_spec(prints_and_fails, false)),
-        ("env-from-fails", secret_spec(prints_and_fails, true)),
-        ("key-ref-bad-json", secret_spec(bad_json, false)),
-        ("env-from-bad-values", secret_spec(bad_values, true)),
+        ("key-ref-fails", secret_spec(prints_and_fails, false), true),
+        ("env-from-fails", secret_spec(prints_and_fails, true), true),
+        ("key-ref-bad-json", secret_spec(bad_json, false), false),
+        ("env-from-bad-values", secret_spec(bad_values, true), false),
     ];
-    for (name, spec) in &cases {
+    for (name, spec, _) in &cases {
         t.create_channel(name, spec.clone()).await;
     }
-    // The same output from a runner that references no Secret is quoted: what the cases
-    // above must withhold would be visible.
-    let literal = format!("TOKEN={token}; {prints_and_fails}");
-    t.create_channel("no-secret-fails", custom_spec(&literal))
-        .await;
-    let ch = t.wait_ready("no-secret-fails", "FailedToSync", SYNC).await;
-    assert!(
-        ready_message(&ch).contains(&token),
-        "{}",
-        ready_message(&ch)
-    );
+    // The same runners without a Secret reference: their output is quoted, so what the
+    // cases above must withhold would show if it were not withheld.
+    let controls = [
+        ("no-secret-fails", prints_and_fails),
+        ("no-secret-bad-values", bad_values),
+    ];
+    for (name, script) in controls {
+        let literal = format!("TOKEN={token}; {script}");
+        t.create_channel(name, custom_spec(&literal)).await;
+    }
+    for (name, _) in controls {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let message = ready_message(&ch);
+        assert!(message.contains(&token), "{name}: {message}");
+    }
 
-    for (name, _) in &cases {
+    for (name, _, runner_fails) in &cases {
         let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
         let message = ready_message(&ch);
         let status = serde_json::to_string(&ch.status).unwrap();
         assert!(
             !status.contains(&token),
             "{name}: the status shows the Secret's value: {status}"
-        );
-        assert!(
-            message.contains(&format!("kubectl logs {name}")),
-            "{name}: the message does not say to read the pod's log: {message}"
         );
         let events = t
             .eventually(&format!("an Event on {name}"), SYNC, || async {
@@ -363,6 +365,22 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
                 "{name}: Event {reason} shows the Secret's value: {note}"
             );
         }
+        if !runner_fails {
+            assert!(
+                message.contains("line 1, column"),
+                "{name}: the message does not say where the data is wrong: {message}"
+            );
+            continue;
+        }
+        let hint = format!("kubectl logs {name} -c runner");
+        assert!(
+            message.contains(&hint) && message.contains("references a Secret"),
+            "{name}: the message does not say to read the pod's log: {message}"
+        );
+        assert!(
+            events.iter().any(|(_, _, note)| note.contains(&hint)),
+            "{name}: no Event says to read the pod's log: {events:?}"
+        );
         // The log the message points to is there, and holds what was withheld.
         let logs = t
             .pods()
