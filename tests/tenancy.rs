@@ -178,6 +178,9 @@ async fn one_namespace_with_20_channels_does_not_starve_another() {
     // Times have one-second resolution: a tie counts as synced before B's channel.
     let a_times = synced(&all_channels(&a).await);
     let ahead = a_times.iter().filter(|t| t.0 <= only.0).count();
+    eprintln!(
+        "namespace A: {before} synced when B's channel was created, {ahead} by the time it synced"
+    );
     // Round robin: the two A syncs running when B arrived, and at most one or two more,
     // are served before B's. Margin for ties in one second.
     assert!(
