@@ -348,14 +348,17 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
         assert!(message.contains(&token), "{name}: {message}");
     }
 
+    // Every case is checked before the test fails, so that a failure shows them all.
+    let mut problems = Vec::new();
     for (name, _, runner_fails) in &cases {
         let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
         let message = ready_message(&ch);
         let status = serde_json::to_string(&ch.status).unwrap();
-        assert!(
-            !status.contains(&token),
-            "{name}: the status shows the Secret's value: {status}"
-        );
+        if status.contains(&token) {
+            problems.push(format!(
+                "{name}: the status shows the Secret's value: {status}"
+            ));
+        }
         let events = t
             .eventually(&format!("an Event on {name}"), SYNC, || async {
                 let events = channel_events(&t, name).await;
@@ -363,40 +366,42 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
             })
             .await;
         for (_, reason, note) in &events {
-            assert!(
-                !note.contains(&token),
-                "{name}: Event {reason} shows the Secret's value: {note}"
-            );
+            if note.contains(&token) {
+                problems.push(format!(
+                    "{name}: Event {reason} shows the Secret's value: {note}"
+                ));
+            }
         }
         if !runner_fails {
-            assert!(
-                message.contains("line 1, column"),
-                "{name}: the message does not say where the data is wrong: {message}"
-            );
+            if !message.contains("line 1, column") {
+                problems.push(format!(
+                    "{name}: the message does not say where the data is wrong: {message}"
+                ));
+            }
             continue;
         }
         let hint = format!("kubectl logs {name} -c runner");
-        assert!(
-            message.contains(&hint) && message.contains("references a Secret"),
-            "{name}: the message does not say to read the pod's log: {message}"
-        );
-        assert!(
-            events.iter().any(|(_, _, note)| note.contains(&hint)),
-            "{name}: no Event says to read the pod's log: {events:?}"
-        );
+        if !(message.contains(&hint) && message.contains("references a Secret")) {
+            problems.push(format!(
+                "{name}: the message does not say to read the pod's log: {message}"
+            ));
+        }
+        if !events.iter().any(|(_, _, note)| note.contains(&hint)) {
+            problems.push(format!(
+                "{name}: no Event says to read the pod's log: {events:?}"
+            ));
+        }
         // The log the message points to is there, and holds what was withheld.
-        let logs = t
-            .pods()
-            .logs(
-                name,
-                &kube::api::LogParams {
-                    container: Some("runner".into()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{name}: the pod's runner log cannot be read: {e}"));
-        assert!(logs.contains(&token), "{name}: {logs}");
+        let params = kube::api::LogParams {
+            container: Some("runner".into()),
+            ..Default::default()
+        };
+        match t.pods().logs(name, &params).await {
+            Ok(logs) if logs.contains(&token) => {}
+            Ok(logs) => problems.push(format!("{name}: the runner's log: {logs}")),
+            Err(e) => problems.push(format!("{name}: the pod's runner log cannot be read: {e}")),
+        }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
     t.cleanup().await;
 }
