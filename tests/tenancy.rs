@@ -141,6 +141,57 @@ async fn channels_deleted_mid_sync_free_their_slots() {
     t.cleanup().await;
 }
 
+/// The operator's log line that says the channel's syncer pod was started.
+fn pod_started_line(log: &str, channel: &str) -> Option<String> {
+    plain(log)
+        .lines()
+        .find(|l| l.contains("started the syncer pod") && l.ends_with(&format!("pod={channel}")))
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel() {
+    let mut t = TestNs::new("kept-pod-frees-slot").await;
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "source-token"},
+        "stringData": {"TOKEN": "unused"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    t.start_operator(&["--max-concurrent-syncs=1"]);
+    // A runner that reads a Secret and fails: its pod is kept for its log. The pod's phase
+    // turns Failed a moment after the failure is decided; only then is the slot free.
+    t.create_channel("kept", secret_spec("sleep 15; exit 3", false))
+        .await;
+    wait_running(&t, &t.pods(), "kept").await;
+    t.create_channel("next", slow_spec(0, "next-v1")).await;
+    t.eventually("next to wait for the slot", SYNC, || async {
+        is_queued(&t.channel("next").await).then_some(())
+    })
+    .await;
+    t.wait_ready("kept", "FailedToSync", SYNC).await;
+    t.wait_ready("next", "Synchronized", SYNC).await;
+    // A waiting channel looks for a free slot every 30 s anyway; what it must not need is
+    // that look: it is woken when the slot frees. The log says what started its pod.
+    let log = t.operator_log();
+    let started = pod_started_line(&log, "next")
+        .unwrap_or_else(|| panic!("no log line says next's pod started\n{}", plain(&log)));
+    assert!(
+        started.contains("object.reason="),
+        "the log no longer says why a reconciliation ran: {started}"
+    );
+    assert!(
+        !started.contains("object.reason=reconciler requested retry"),
+        "next waited for its periodic look, not woken when the slot freed: {started}\n{}",
+        plain(&log)
+    );
+    t.cleanup().await;
+}
+
 #[tokio::test]
 async fn one_namespace_with_20_channels_does_not_starve_another() {
     let mut a = TestNs::new("fair-queue-a").await;
