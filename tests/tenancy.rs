@@ -311,6 +311,15 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
         .lines()
         .filter(|l| l.contains("requesting") && !l.contains("watch=true"))
         .collect();
+    // The log shows requests at all: the status write that said the channel waits.
+    assert!(
+        plain(&log[..start])
+            .lines()
+            .any(|l| l.contains("requesting")
+                && l.contains("managedosversionchannels/waiter/status")),
+        "the operator's log shows no API requests; the test cannot see them\n{}",
+        plain(&log)
+    );
     assert!(
         looks >= 2,
         "the waiting channel was looked at {looks} times in 75 s; the test needs two or more\n{}",
