@@ -141,6 +141,23 @@ impl Context {
         self.wake_all(up);
     }
 
+    /// Wakes the channels first in line for the slots that are free. A slot also frees
+    /// without a release: a syncer pod finishes or goes after its sync was decided (a failed
+    /// pod kept for its log turns `Failed` a moment later; an earlier operator's pod ends),
+    /// and only the reconciliation that sees it can tell; without this, the slot stays idle
+    /// until the waiting channel's next look.
+    fn wake_waiting(&self) {
+        if self.slots.lock().map_or(true, |s| s.queued() == 0) {
+            return;
+        }
+        let running = self.running();
+        let up = match self.slots.lock() {
+            Ok(slots) => slots.up_next(&running),
+            Err(_) => return,
+        };
+        self.wake_all(up);
+    }
+
     fn wake_all(&self, keys: Vec<Key>) {
         for key in keys {
             let ns = key.namespace.clone().unwrap_or_default();
@@ -369,6 +386,7 @@ async fn reconcile(
     ctx.metrics.reconciliations.inc();
     let key = ObjectRef::from_obj(channel.as_ref());
     let result = reconcile_inner(channel, &key, &ctx).await;
+    ctx.wake_waiting();
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());

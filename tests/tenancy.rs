@@ -1,0 +1,473 @@
+//! One operator shared by tenants: sync slots that nobody else can hold or leak, a queue
+//! that serves namespaces in turn and costs nothing while it waits, and runners that read a
+//! Secret without their output reaching the channel's status or Events.
+
+mod common;
+
+use std::process::Child;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use rancheros_operator::api::ManagedOSVersionChannel;
+use serde_json::{Value, json};
+
+/// How long a channel may take to sync once a slot is free (pod start included), on a
+/// loaded machine: generous; the failures these tests look for never sync at all.
+const SYNC: Duration = Duration::from_secs(120);
+
+/// A custom channel whose runner sleeps `seconds`, then writes one version named `version`.
+fn slow_spec(seconds: u32, version: &str) -> Value {
+    let data = channel_data(&[(version, "v1")]);
+    let mut spec = custom_spec(&format!("sleep {seconds}; {}", write_script(&data)));
+    spec["options"]["timeout"] = json!("20m");
+    spec
+}
+
+/// A pod that sleeps, labelled as a syncer pod of channel `label`, controlled by nobody.
+fn foreign_pod(name: &str, label: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"rancheros.cattle.io/channel": label}},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "sleep",
+                "image": runner_image(),
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+                "securityContext": {"allowPrivilegeEscalation": false,
+                                    "capabilities": {"drop": ["ALL"]}}
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+/// Waits until the pod's first container (init container, if it has one) runs.
+async fn wait_running(t: &TestNs, api: &Api<Pod>, name: &str) {
+    t.eventually(&format!("pod {name} to run"), SYNC, || async {
+        let pod = api.get_opt(name).await.unwrap()?;
+        let status = pod.status?;
+        let first = status
+            .init_container_statuses
+            .filter(|s| !s.is_empty())
+            .or(status.container_statuses)?;
+        first[0]
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .map(|_| ())
+    })
+    .await;
+}
+
+fn reconciling_message(ch: &ManagedOSVersionChannel) -> String {
+    ch.status
+        .as_ref()
+        .and_then(|s| s.condition(rancheros_operator::api::RECONCILING))
+        .filter(|c| c.status == "True")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+fn is_queued(ch: &ManagedOSVersionChannel) -> bool {
+    reconciling_message(ch).contains("waiting for a free sync slot")
+}
+
+async fn all_channels(t: &TestNs) -> Vec<ManagedOSVersionChannel> {
+    t.channels()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+#[tokio::test]
+async fn foreign_labelled_pods_do_not_hold_sync_slots() {
+    let mut t = TestNs::new("foreign-labelled-pods").await;
+    // Anyone who may create pods can label them as syncer pods, even of a channel to come.
+    for (name, label) in [("impostor-1", "fresh"), ("impostor-2", "other")] {
+        t.pods()
+            .create(&PostParams::default(), &foreign_pod(name, label))
+            .await
+            .unwrap_or_else(|e| panic!("creating pod {name}: {e}"));
+    }
+    for name in ["impostor-1", "impostor-2"] {
+        wait_running(&t, &t.pods(), name).await;
+    }
+    t.start_operator(&["--max-concurrent-syncs=2"]);
+    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
+    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    // The operator left them alone.
+    for name in ["impostor-1", "impostor-2"] {
+        let pod = t.pods().get(name).await.unwrap();
+        assert!(pod.metadata.deletion_timestamp.is_none(), "{name} deleted");
+    }
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn channels_deleted_mid_sync_free_their_slots() {
+    let mut t = TestNs::new("deleted-mid-sync").await;
+    t.start_operator(&["--max-concurrent-syncs=2"]);
+    // Two hold the slots with runners that sleep long; a third waits for one.
+    t.create_channel("slow-1", slow_spec(900, "slow-1-v1"))
+        .await;
+    t.create_channel("slow-2", slow_spec(900, "slow-2-v1"))
+        .await;
+    for name in ["slow-1", "slow-2"] {
+        wait_running(&t, &t.pods(), name).await;
+    }
+    t.create_channel("slow-3", slow_spec(900, "slow-3-v1"))
+        .await;
+    t.eventually("slow-3 to wait for a slot", SYNC, || async {
+        is_queued(&t.channel("slow-3").await).then_some(())
+    })
+    .await;
+    for name in ["slow-1", "slow-2", "slow-3"] {
+        t.channels()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
+    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+/// The operator's log line that says the channel's syncer pod was started.
+fn pod_started_line(log: &str, channel: &str) -> Option<String> {
+    plain(log)
+        .lines()
+        .find(|l| l.contains("started the syncer pod") && l.ends_with(&format!("pod={channel}")))
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel() {
+    let mut t = TestNs::new("kept-pod-frees-slot").await;
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "source-token"},
+        "stringData": {"TOKEN": "unused"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    t.start_operator(&["--max-concurrent-syncs=1"]);
+    // A runner that reads a Secret and fails: its pod is kept for its log. The pod's phase
+    // turns Failed a moment after the failure is decided; only then is the slot free.
+    t.create_channel("kept", secret_spec("sleep 15; exit 3", false))
+        .await;
+    wait_running(&t, &t.pods(), "kept").await;
+    t.create_channel("next", slow_spec(0, "next-v1")).await;
+    t.eventually("next to wait for the slot", SYNC, || async {
+        is_queued(&t.channel("next").await).then_some(())
+    })
+    .await;
+    t.wait_ready("kept", "FailedToSync", SYNC).await;
+    t.wait_ready("next", "Synchronized", SYNC).await;
+    // A waiting channel looks for a free slot every 30 s anyway; what it must not need is
+    // that look: it is woken when the slot frees. The log says what started its pod.
+    let log = t.operator_log();
+    let started = pod_started_line(&log, "next")
+        .unwrap_or_else(|| panic!("no log line says next's pod started\n{}", plain(&log)));
+    assert!(
+        started.contains("object.reason="),
+        "the log no longer says why a reconciliation ran: {started}"
+    );
+    assert!(
+        !started.contains("object.reason=reconciler requested retry"),
+        "next waited for its periodic look, not woken when the slot freed: {started}\n{}",
+        plain(&log)
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn one_namespace_with_20_channels_does_not_starve_another() {
+    let mut a = TestNs::new("fair-queue-a").await;
+    let b = TestNs::new("fair-queue-b").await;
+    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    for i in 0..20 {
+        let name = format!("a{i:02}");
+        a.create_channel(&name, slow_spec(5, &format!("{name}-v1")))
+            .await;
+    }
+    // Namespace A's queue is long before B's channel arrives.
+    a.eventually("15 of namespace A's channels to queue", SYNC, || async {
+        let queued = all_channels(&a)
+            .await
+            .iter()
+            .filter(|c| is_queued(c))
+            .count();
+        (queued >= 15).then_some(())
+    })
+    .await;
+    let synced = |chs: &[ManagedOSVersionChannel]| {
+        chs.iter()
+            .filter_map(|c| c.status.as_ref()?.last_synced_time.clone())
+            .collect::<Vec<_>>()
+    };
+    let before = synced(&all_channels(&a).await).len();
+    b.create_channel("only", slow_spec(5, "only-v1")).await;
+    // Served first-come-first-served, it would wait for all 20 (some minutes).
+    let only = b
+        .eventually("namespace B's channel to sync", 6 * MINUTE, || async {
+            let ch = b.channel("only").await;
+            ch.status.as_ref()?.last_synced_time.clone()
+        })
+        .await;
+    // Times have one-second resolution: a tie counts as synced before B's channel.
+    let a_times = synced(&all_channels(&a).await);
+    let ahead = a_times.iter().filter(|t| t.0 <= only.0).count();
+    eprintln!(
+        "namespace A: {before} synced when B's channel was created, {ahead} by the time it synced"
+    );
+    // Round robin: the two A syncs running when B arrived, and at most one or two more,
+    // are served before B's. Margin for ties in one second.
+    assert!(
+        ahead <= before + 6,
+        "namespace B's channel synced after {ahead} of namespace A's channels ({before} had \
+         synced when it was created): namespaces are not served in turn\n{}",
+        a.operator_log()
+    );
+    b.cleanup().await;
+    a.cleanup().await;
+}
+
+/// Kills the operator process when the test ends, also on a failure.
+struct Operator(Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Removes terminal colour codes.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether a log line is an API request sent by a reconciliation.
+fn by_a_reconciliation(line: &str) -> bool {
+    line.contains("reconciling object{") && line.contains("requesting")
+}
+
+#[tokio::test]
+async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
+    let mut t = TestNs::new("queued-costs-nothing").await;
+    // The API client logs every request it sends ("requesting", with the URL) in the span
+    // of the reconciliation that sends it: what the channels cost, read from the
+    // operator's own log. The shared watch caches' requests (a watch that ends, a re-list
+    // when the API server says the watch is too old) run in no reconciliation.
+    let _operator = Operator(t.spawn_operator(
+        &["--max-concurrent-syncs=1"],
+        &[
+            (
+                "RUST_LOG",
+                "info,rancheros_operator=debug,kube_client::client::builder=debug",
+            ),
+            ("NO_COLOR", "1"),
+        ],
+    ));
+    t.create_channel("blocker", slow_spec(900, "blocker-v1"))
+        .await;
+    wait_running(&t, &t.pods(), "blocker").await;
+    t.create_channel("waiter", slow_spec(0, "waiter-v1")).await;
+    t.eventually("waiter to wait for a slot", SYNC, || async {
+        is_queued(&t.channel("waiter").await).then_some(())
+    })
+    .await;
+    // Saying that it waits was its last request (a status write); let it settle.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let log_path = t.log_path(1);
+    let start = std::fs::read_to_string(&log_path).unwrap().len();
+    // The waiting channel looks for a slot every 30 s: two or more looks.
+    tokio::time::sleep(Duration::from_secs(75)).await;
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let window = plain(&log[start..]);
+    let looks = window
+        .lines()
+        .filter(|l| l.contains("reconciled") && l.contains("/waiter."))
+        .count();
+    let requests: Vec<&str> = window.lines().filter(|l| by_a_reconciliation(l)).collect();
+    // The log shows requests at all: the status write that said the channel waits.
+    assert!(
+        plain(&log[..start])
+            .lines()
+            .any(|l| by_a_reconciliation(l)
+                && l.contains("managedosversionchannels/waiter/status")),
+        "the operator's log shows no API requests; the test cannot see them\n{}",
+        plain(&log)
+    );
+    assert!(
+        looks >= 2,
+        "the waiting channel was looked at {looks} times in 75 s; the test needs two or more\n{}",
+        plain(&log)
+    );
+    assert!(
+        requests.is_empty(),
+        "{} API requests by reconciliations while the only work was a channel waiting for a slot:\n{}",
+        requests.len(),
+        requests.join("\n")
+    );
+    // It still gets its turn.
+    t.channels()
+        .delete("blocker", &DeleteParams::default())
+        .await
+        .unwrap();
+    t.wait_ready("waiter", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+/// A custom channel whose runner runs `script` with the Secret `source-token` in its
+/// environment: as `TOKEN` through `secretKeyRef`, or all of it through `envFrom`.
+fn secret_spec(script: &str, env_from: bool) -> Value {
+    let mut spec = custom_spec(script);
+    if env_from {
+        spec["options"]["envFrom"] = json!([{"secretRef": {"name": "source-token"}}]);
+    } else {
+        spec["options"]["env"] = json!([{"name": "TOKEN", "valueFrom":
+            {"secretKeyRef": {"name": "source-token", "key": "TOKEN"}}}]);
+    }
+    spec
+}
+
+#[tokio::test]
+async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_events() {
+    let mut t = TestNs::new("secret-runner").await;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let token = format!("s3cr3t-{nanos:x}");
+    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "source-token"},
+        "stringData": {"TOKEN": token}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    // Failed pods kept for their log are finished: they hold no sync slot, so the six
+    // channels below all get theirs with two slots.
+    t.start_operator(&["--max-concurrent-syncs=2"]);
+
+    let prints_and_fails = "echo \"the token is $TOKEN\"; echo \"$TOKEN\" >&2; exit 3";
+    // Cut short inside a string that holds the token.
+    let bad_json = "echo \"token: $TOKEN\"; \
+                    printf '[{\"metadata\": {\"name\": \"%s' \"$TOKEN\" > /output/data";
+    // Well-formed, but the token is a value and a key that break the rules.
+    let bad_values = "echo \"token: $TOKEN\"; printf '[{\"metadata\": {\"name\": \"a\"}, \"%s\": 1, \"spec\": \
+                      {\"version\": \"v1\", \"type\": \"%s\", \"metadata\": {\"upgradeImage\": \"%s\"}}}]' \
+                      \"$TOKEN\" \"$TOKEN\" \"$TOKEN\" > /output/data";
+    // (name, spec, whether the runner fails: then the pod is kept for its log; data
+    // errors name the line and column only.)
+    let cases = [
+        ("key-ref-fails", secret_spec(prints_and_fails, false), true),
+        ("env-from-fails", secret_spec(prints_and_fails, true), true),
+        ("key-ref-bad-json", secret_spec(bad_json, false), false),
+        ("env-from-bad-values", secret_spec(bad_values, true), false),
+    ];
+    for (name, spec, _) in &cases {
+        t.create_channel(name, spec.clone()).await;
+    }
+    // The same runners without a Secret reference: their output is quoted, so what the
+    // cases above must withhold would show if it were not withheld.
+    let controls = [
+        ("no-secret-fails", prints_and_fails),
+        ("no-secret-bad-values", bad_values),
+    ];
+    for (name, script) in controls {
+        let literal = format!("TOKEN={token}; {script}");
+        t.create_channel(name, custom_spec(&literal)).await;
+    }
+    for (name, _) in controls {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let message = ready_message(&ch);
+        assert!(message.contains(&token), "{name}: {message}");
+    }
+
+    // Every case is checked before the test fails, so that a failure shows them all.
+    let mut problems = Vec::new();
+    for (name, _, runner_fails) in &cases {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let message = ready_message(&ch);
+        let status = serde_json::to_string(&ch.status).unwrap();
+        if status.contains(&token) {
+            problems.push(format!(
+                "{name}: the status shows the Secret's value: {status}"
+            ));
+        }
+        let events = t
+            .eventually(&format!("an Event on {name}"), SYNC, || async {
+                let events = channel_events(&t, name).await;
+                (!events.is_empty()).then_some(events)
+            })
+            .await;
+        for (_, reason, note) in &events {
+            if note.contains(&token) {
+                problems.push(format!(
+                    "{name}: Event {reason} shows the Secret's value: {note}"
+                ));
+            }
+        }
+        if !runner_fails {
+            if !message.contains("line 1, column") {
+                problems.push(format!(
+                    "{name}: the message does not say where the data is wrong: {message}"
+                ));
+            }
+            continue;
+        }
+        let hint = format!("kubectl logs {name} -c runner");
+        if !(message.contains(&hint) && message.contains("references a Secret")) {
+            problems.push(format!(
+                "{name}: the message does not say to read the pod's log: {message}"
+            ));
+        }
+        if !events.iter().any(|(_, _, note)| note.contains(&hint)) {
+            problems.push(format!(
+                "{name}: no Event says to read the pod's log: {events:?}"
+            ));
+        }
+        // The log the message points to is there, and holds what was withheld.
+        let params = kube::api::LogParams {
+            container: Some("runner".into()),
+            ..Default::default()
+        };
+        match t.pods().logs(name, &params).await {
+            Ok(logs) if logs.contains(&token) => {}
+            Ok(logs) => problems.push(format!("{name}: the runner's log: {logs}")),
+            Err(e) => problems.push(format!("{name}: the pod's runner log cannot be read: {e}")),
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    t.cleanup().await;
+}
