@@ -60,7 +60,11 @@ impl Progress {
     /// Advances the spinner.
     pub fn tick(&mut self) {
         if self.tty {
-            self.frame = (self.frame + 1) % FRAMES.len();
+            self.frame = self
+                .frame
+                .wrapping_add(1)
+                .checked_rem(FRAMES.len())
+                .unwrap_or(0);
             self.draw();
         }
     }
@@ -72,7 +76,7 @@ impl Progress {
         };
         let more = match self.waiting.len() {
             1 => String::new(),
-            n => format!(" (and {} more)", n - 1),
+            n => format!(" (and {} more)", n.saturating_sub(1)),
         };
         let line = format!(
             "{} {}s {channel}: {text}{more}",

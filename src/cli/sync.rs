@@ -27,6 +27,7 @@ use crate::syncer::versions::controlled_by;
 const FIELD_MANAGER: &str = "rancheros-operator-sync";
 /// How often the spinner turns.
 const TICK: Duration = Duration::from_millis(120);
+const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 /// What the progress line says until the operator shows it saw the request.
 const NOT_PICKED_UP: &str = "waiting for the operator to pick up the request";
 
@@ -214,7 +215,9 @@ impl Waits {
         let mut events = watcher(self.channels.clone(), config)
             .default_backoff()
             .boxed();
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        // A --timeout past the clock's range is as good as none: wait a year at most.
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(self.timeout.min(YEAR)).unwrap_or(now);
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // Channels listed in the current (re)list: one not listed is gone.

@@ -100,8 +100,8 @@ pub fn render(channels: &[ManagedOSVersionChannel], now: Timestamp) -> String {
         let mut line = String::new();
         for (i, (cell, w)) in r.iter().zip(widths).enumerate() {
             line.push_str(cell);
-            if i + 1 < r.len() {
-                let pad = w.saturating_sub(cell.chars().count()) + 3;
+            if i.saturating_add(1) < r.len() {
+                let pad = w.saturating_sub(cell.chars().count()).saturating_add(3);
                 line.push_str(&" ".repeat(pad));
             }
         }
@@ -116,7 +116,7 @@ pub fn render(channels: &[ManagedOSVersionChannel], now: Timestamp) -> String {
 pub fn short_revision(revision: &str) -> String {
     if let Some(at) = revision.find("sha256:") {
         let hex: String = revision
-            .get(at + "sha256:".len()..)
+            .get(at.saturating_add("sha256:".len())..)
             .unwrap_or_default()
             .chars()
             .take(DIGEST_HEX)
