@@ -139,24 +139,11 @@ pub fn namespace_of(
     }
 }
 
-/// A client with the operator's rules: `--kubeconfig`, else `$KUBECONFIG`, else
-/// `~/.kube/config`, else the in-cluster service account.
+/// A client with the operator's rules (see [`crate::operator::kube_client`]).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, CliError> {
-    // The same TLS provider as the operator's (kube-rs finds no default otherwise).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| CliError::Config(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| CliError::Config(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| CliError::Config(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| CliError::Config(e.to_string()))
+    crate::operator::kube_client(kubeconfig)
+        .await
+        .map_err(CliError::Config)
 }
 
 /// The options every cluster command takes.
