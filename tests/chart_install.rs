@@ -293,7 +293,7 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
 }
 
 /// The start of the operator's warning when RBAC forbids reading its CRDs
-/// (`check_installed_crds` in src/operator.rs): the schema check did not run.
+/// (`check_installed_crds` in src/operator/mod.rs): the schema check did not run.
 const CRD_CHECK_SKIPPED: &str = "not checking the installed CRDs against this build";
 
 /// `kubectl auth can-i` resources for the CRDs: `TYPE/NAME` of each of the operator's two,

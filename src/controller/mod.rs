@@ -18,6 +18,7 @@ pub mod errors;
 mod events;
 mod json_source;
 mod pods;
+mod queue;
 pub mod slots;
 mod writes;
 
@@ -42,7 +43,7 @@ use crate::syncer::{Decision, Outcome, Settings};
 use attempt::{Apis, Observed};
 use caches::Scope;
 pub use errors::Error;
-use slots::{Grant, Key, Slots};
+use slots::{Key, Slots};
 
 /// The longest wait the operator asks of the controller's scheduler: a year (the
 /// longest sync interval), far from where `Instant` arithmetic could overflow.
@@ -100,72 +101,6 @@ impl Context {
 
     fn scope(&self, namespace: &str) -> Option<&Scope> {
         self.scopes.iter().find(|s| s.covers(namespace))
-    }
-
-    /// Channels observed syncing: their syncer pod runs.
-    fn running(&self) -> HashSet<Key> {
-        self.scopes.iter().flat_map(Scope::running_syncs).collect()
-    }
-
-    /// Takes a sync slot for the channel, or queues it (round robin across namespaces).
-    fn take_slot(&self, key: &Key) -> bool {
-        let running = self.running();
-        let Ok(mut slots) = self.slots.lock() else {
-            return true;
-        };
-        let grant = slots.take(key, &running);
-        self.metrics.queue_length(slots.queued());
-        match grant {
-            Grant::Granted => true,
-            Grant::Queued { .. } => {
-                // Should a wake-up have been missed, whoever is first in line is woken again.
-                let up = slots.up_next(&running);
-                drop(slots);
-                self.wake_all(up);
-                false
-            }
-        }
-    }
-
-    /// Gives up the channel's slot and its place in the queue; wakes who is next.
-    fn release_slot(&self, key: &Key) {
-        let running = self.running();
-        let up = match self.slots.lock() {
-            Ok(mut slots) => {
-                let up = slots.release(key, &running);
-                self.metrics.queue_length(slots.queued());
-                up
-            }
-            Err(_) => Vec::new(),
-        };
-        self.wake_all(up);
-    }
-
-    /// Wakes the channels first in line for the slots that are free. A slot also frees
-    /// without a release: a syncer pod finishes or goes after its sync was decided (a failed
-    /// pod kept for its log turns `Failed` a moment later; an earlier operator's pod ends),
-    /// and only the reconciliation that sees it can tell; without this, the slot stays idle
-    /// until the waiting channel's next look.
-    fn wake_waiting(&self) {
-        if self.slots.lock().map_or(true, |s| s.queued() == 0) {
-            return;
-        }
-        let running = self.running();
-        let up = match self.slots.lock() {
-            Ok(slots) => slots.up_next(&running),
-            Err(_) => return,
-        };
-        self.wake_all(up);
-    }
-
-    fn wake_all(&self, keys: Vec<Key>) {
-        for key in keys {
-            let ns = key.namespace.clone().unwrap_or_default();
-            let at = self.scopes.iter().position(|s| s.covers(&ns));
-            if let Some(sender) = at.and_then(|i| self.wake.get(i)) {
-                let _ = sender.unbounded_send(key);
-            }
-        }
     }
 
     /// A channel is gone: its slot, queue place, kept body and metrics go with it.

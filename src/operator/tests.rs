@@ -1,0 +1,110 @@
+use super::*;
+
+#[test]
+fn byte_sizes() {
+    assert_eq!(parse_bytes("16Mi"), Ok(16 << 20));
+    assert_eq!(parse_bytes("1000"), Ok(1000));
+    assert_eq!(parse_bytes("2K"), Ok(2000));
+    assert!(parse_bytes("0").is_err());
+    assert!(parse_bytes("1Zi").unwrap_err().contains("unknown unit"));
+    assert!(parse_bytes("lots").unwrap_err().contains("not a size"));
+}
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: OperatorArgs,
+}
+
+fn parse(extra: &[&str]) -> Result<OperatorArgs, clap::Error> {
+    use clap::Parser;
+    let argv = ["operator", "--operator-image=i"].iter().chain(extra);
+    Cli::try_parse_from(argv).map(|c| c.args)
+}
+
+#[test]
+fn json_cidr_flags_default_repeat_and_refuse_bad_values() {
+    let cidrs = |l: &[&str]| -> Vec<Cidr> { l.iter().map(|c| c.parse().unwrap()).collect() };
+    let args = parse(&[]).unwrap();
+    assert_eq!(args.json_deny_cidrs, cidrs(&egress::DEFAULT_DENY));
+    assert!(args.json_allow_cidrs.is_empty());
+    let args = parse(&[
+        "--json-deny-cidr=10.0.0.0/8,127.0.0.0/8",
+        "--json-deny-cidr",
+        "::1",
+        "--json-allow-cidr=10.1.0.0/16",
+    ])
+    .unwrap();
+    assert_eq!(
+        args.json_deny_cidrs,
+        cidrs(&["10.0.0.0/8", "127.0.0.0/8", "::1/128"])
+    );
+    assert_eq!(args.json_allow_cidrs, cidrs(&["10.1.0.0/16"]));
+    for bad in [
+        "--json-deny-cidr=10.0.0.0/33",
+        "--json-allow-cidr=",
+        "--json-allow-cidr=x",
+    ] {
+        let e = parse(&[bad]).err().unwrap();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+    }
+}
+
+#[test]
+fn bound_flags_default_parse_and_are_checked_together() {
+    let args = parse(&[]).unwrap();
+    assert_eq!(args.max_sync_timeout, Duration::from_secs(3600));
+    assert_eq!(args.min_sync_interval, Duration::from_secs(60));
+    assert!(!args.allow_privileged_runners);
+    assert_eq!(args.check(), Ok(()));
+    for on in [
+        &["--allow-privileged-runners"][..],
+        &["--allow-privileged-runners=true"],
+    ] {
+        assert!(parse(on).unwrap().allow_privileged_runners, "{on:?}");
+    }
+    assert!(
+        !parse(&["--allow-privileged-runners=false"])
+            .unwrap()
+            .allow_privileged_runners
+    );
+    let args = parse(&["--max-sync-timeout=8760h", "--min-sync-interval=1s"]).unwrap();
+    assert_eq!(args.check(), Ok(()));
+    for (flags, problem) in [
+        (
+            &["--max-sync-timeout=8761h"][..],
+            "--max-sync-timeout 8761h must lie between 1s and 8760h",
+        ),
+        (
+            &["--min-sync-interval=0s"],
+            "--min-sync-interval 0s must lie between 1s and 8760h",
+        ),
+        (
+            &["--sync-timeout=2h"],
+            "--sync-timeout 2h must lie between 1s and --max-sync-timeout (1h)",
+        ),
+        (
+            &["--max-sync-timeout=1m"],
+            "--sync-timeout 5m must lie between 1s and --max-sync-timeout (1m)",
+        ),
+        (
+            &["--retry-delay=9000h"],
+            "--retry-delay 9000h must be at most 8760h",
+        ),
+    ] {
+        assert_eq!(
+            parse(flags).unwrap().check(),
+            Err(problem.into()),
+            "{flags:?}"
+        );
+    }
+}
+
+#[test]
+fn namespaces_are_trimmed_and_deduplicated() {
+    let given: Vec<String> = ["a", " b", "a", "", " ", "b "]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(distinct_names(&given), ["a", "b"]);
+}
