@@ -601,8 +601,11 @@ async fn an_on_demand_request_during_a_sync_causes_exactly_one_more_sync() {
         .eventually("the sync that serves the request", SYNC, || async {
             let ch = t.channel("ch").await;
             let s = ch.status.as_ref()?;
+            // Ready keeps its outcome while a routine resync runs, and the request is
+            // recorded when the sync serving it starts: wait for that sync's end.
             (s.sync_requested_at.as_deref() == Some("during-1")
-                && ready_reason(&ch).as_deref() == Some("Synchronized"))
+                && ready_reason(&ch).as_deref() == Some("Synchronized")
+                && !reconciling(&ch))
             .then_some(ch)
         })
         .await;
