@@ -1,0 +1,93 @@
+//! What one channel can cost, on the cluster: the number of versions it may list
+//! (`--max-versions-per-channel`) and the length of what its failures say (every list in a
+//! message or Event names at most 10 items, then "and N more").
+
+mod common;
+
+use common::*;
+
+fn numbered(n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|i| (format!("v{i:02}"), format!("1.0.{i}")))
+        .collect()
+}
+
+fn data_of(pairs: &[(String, String)]) -> serde_json::Value {
+    let refs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    channel_data(&refs)
+}
+
+#[tokio::test]
+async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_flag_and_writes_nothing()
+ {
+    let mut t = TestNs::new("max-versions").await;
+    t.start_operator(&["--max-versions-per-channel=3"]);
+    t.create_channel("ch", custom_spec(&write_script(&data_of(&numbered(5)))))
+        .await;
+    let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.contains("lists 5 entries")
+            && message.contains("--max-versions-per-channel")
+            && message.contains("nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(t.version_names().await, Vec::<String>::new());
+    // Within the bound, the same channel syncs.
+    t.patch_spec("ch", custom_spec(&write_script(&data_of(&numbered(3)))))
+        .await;
+    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
+    assert_eq!(t.version_names().await.len(), 3);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
+    let mut t = TestNs::new("capped-lists").await;
+    t.start_operator(&[]);
+    let data = data_of(&numbered(15));
+    t.create_channel("first", custom_spec(&write_script(&data)))
+        .await;
+    t.wait_ready("first", "Synchronized", 2 * MINUTE).await;
+    // The same 15 names from another channel: every one is a conflict.
+    t.create_channel("second", custom_spec(&write_script(&data)))
+        .await;
+    let ch = t.wait_ready("second", "FailedToSync", 2 * MINUTE).await;
+    let message = ready_message(&ch);
+    assert_eq!(
+        message.matches("already exists").count(),
+        10,
+        "at most 10 names: {message}"
+    );
+    assert!(message.contains("and 5 more"), "{message}");
+    let warnings: Vec<String> = t
+        .eventually("a Warning Event on the channel", MINUTE, || async {
+            let notes: Vec<String> = channel_events(&t, "second")
+                .await
+                .into_iter()
+                .filter(|(kind, _, _)| kind == "Warning")
+                .map(|(_, _, note)| note)
+                .collect();
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+    for note in &warnings {
+        assert!(note.matches("already exists").count() <= 10, "{note}");
+    }
+    // Nothing of the first channel was taken over.
+    let versions = t.versions().await;
+    assert_eq!(versions.len(), 15);
+    assert!(
+        versions.iter().all(|v| v
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.name == "first")),
+        "a version changed hands"
+    );
+    t.cleanup().await;
+}
