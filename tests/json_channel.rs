@@ -288,14 +288,11 @@ async fn json_uri_on_a_loopback_address_is_refused() {
     .await;
     assert_eq!(server.requests.load(Ordering::SeqCst), 0);
     assert!(t.versions().await.is_empty());
-    let events = channel_events(&t, "loopback").await;
-    assert!(
-        events
-            .iter()
-            .any(|(_, reason, note)| reason == "FailedToSync"
-                && note.ends_with("address 127.0.0.2 is not allowed (--json-deny-cidr)")),
-        "{events:?}"
-    );
+    wait_for_event(&t, "loopback", |(_, reason, note)| {
+        reason == "FailedToSync"
+            && note.ends_with("address 127.0.0.2 is not allowed (--json-deny-cidr)")
+    })
+    .await;
     t.cleanup().await;
 }
 

@@ -580,3 +580,24 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
         })
         .collect()
 }
+
+/// The channel's Events once one of them matches `wanted` (Events are written after the
+/// status that reports the same outcome, so a test that has just seen the status waits).
+pub async fn wait_for_event<F>(
+    t: &TestNs,
+    channel: &str,
+    wanted: F,
+) -> Vec<(String, String, String)>
+where
+    F: Fn(&(String, String, String)) -> bool,
+{
+    t.eventually(
+        &format!("the Event on channel {channel}"),
+        MINUTE,
+        || async {
+            let events = channel_events(t, channel).await;
+            events.iter().any(&wanted).then_some(events)
+        },
+    )
+    .await
+}
