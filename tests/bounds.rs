@@ -8,9 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use rancheros_operator::api::ManagedOSVersionChannel;
 use serde_json::{Value, json};
 
@@ -38,18 +36,6 @@ async fn try_create(t: &TestNs, name: &str, spec: &Value) -> Result<(), String> 
 
 fn synced_spec() -> Value {
     custom_spec(&write_script(&channel_data(&[("a", "v1")])))
-}
-
-async fn label_namespace(t: &TestNs, labels: Value) {
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    namespaces
-        .patch(
-            &t.ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .unwrap();
 }
 
 /// The value that overflowed `timeout + 60s` when a syncer pod was built (the operator

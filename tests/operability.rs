@@ -19,8 +19,7 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use rancheros_operator::api::{
@@ -327,23 +326,9 @@ fn slow_script(secs: u32, data: &Value) -> String {
 
 /// The channel's Events with their series count: `(type, reason, note, count)`.
 async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, String, i32)> {
-    let events: Api<Event> = Api::namespaced(t.client.clone(), &t.ns);
-    let mut list: Vec<Event> = events
-        .list(&ListParams::default())
+    channel_event_objects(t, channel)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        // The syncer pod has the channel's name: its Events are not the channel's.
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("ManagedOSVersionChannel")
-                    && r.name.as_deref() == Some(channel)
-            })
-        })
-        .collect();
-    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
-    list.into_iter()
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),

@@ -7,24 +7,12 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(90);
-
-async fn label_namespace(t: &TestNs, labels: serde_json::Value) {
-    let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    namespaces
-        .patch(
-            &t.ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
-        .await
-        .unwrap();
-}
 
 fn non_root(mut spec: serde_json::Value) -> serde_json::Value {
     spec["options"]["securityContext"] = json!({"runAsNonRoot": true, "runAsUser": 1000});

@@ -554,23 +554,36 @@ pub async fn create_quota(t: &TestNs, name: &str, hard: Value) {
     .await;
 }
 
-/// Events the operator published on a channel: `(type, reason, note)`.
-pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
+/// The Events about a channel, oldest first (the syncer pod has the channel's name: the
+/// kubelet's Events on it are not the channel's).
+pub async fn channel_event_objects(
+    t: &TestNs,
+    channel: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
     use k8s_openapi::api::events::v1::Event;
     let events: Api<Event> = Api::namespaced(t.client.clone(), &t.ns);
-    events
+    let mut list: Vec<Event> = events
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
-        // The syncer pod has the channel's name: the kubelet's Events on it are not ours.
         .filter(|e| {
             e.regarding.as_ref().is_some_and(|r| {
                 r.kind.as_deref() == Some("ManagedOSVersionChannel")
                     && r.name.as_deref() == Some(channel)
             })
         })
+        .collect();
+    list.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    list
+}
+
+/// Events the operator published on a channel: `(type, reason, note)`.
+pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
+    channel_event_objects(t, channel)
+        .await
+        .into_iter()
         .map(|e| {
             (
                 e.type_.unwrap_or_default(),
@@ -579,6 +592,19 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
             )
         })
         .collect()
+}
+
+/// Sets labels on the test's namespace (Pod Security levels, for example).
+pub async fn label_namespace(t: &TestNs, labels: Value) {
+    let namespaces: Api<Namespace> = Api::all(t.client.clone());
+    namespaces
+        .patch(
+            &t.ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap();
 }
 
 /// The channel's Events once one of them matches `wanted` (Events are written after the
