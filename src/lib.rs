@@ -35,6 +35,7 @@ pub mod fetch;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod probe;
 pub mod stop;
 pub mod syncer;
 pub mod text;

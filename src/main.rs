@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 use color_eyre::eyre::{self, WrapErr};
 use rancheros_operator::cli::{self, CliError};
-use rancheros_operator::{display, operator, validate};
+use rancheros_operator::{display, duration, operator, probe, validate};
 
 #[derive(Parser)]
 #[command(
@@ -57,6 +57,14 @@ enum Command {
     Sync(cli::sync::SyncArgs),
     /// Show channels as a table: ready, reason, versions, revision, last and next sync.
     Status(cli::status::StatusArgs),
+    /// GET an HTTP URL until it answers 2xx (the chart's `helm test` pod; the image has no curl).
+    #[command(hide = true)]
+    Probe {
+        url: String,
+        /// How long to keep asking.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
+        timeout: std::time::Duration,
+    },
 }
 
 fn main() -> ExitCode {
@@ -146,6 +154,11 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 "status",
                 rt.block_on(cli::status::run(args, &mut out, &mut std::io::stderr())),
             )?;
+        }
+        Command::Probe { url, timeout } => {
+            let rt = current_thread()?;
+            let code = rt.block_on(probe::run(&url, timeout))?;
+            println!("GET {url}: HTTP {code}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ mod chart_support;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use chart_support::*;
@@ -69,6 +69,13 @@ impl Release {
         for ns in release.all_namespaces() {
             run(kubectl().args(["create", "namespace", &ns]));
         }
+        // The operator pod and the `helm test` pod must meet Pod Security `restricted`.
+        run(kubectl().args([
+            "label",
+            "namespace",
+            &release.ns,
+            "pod-security.kubernetes.io/enforce=restricted",
+        ]));
         release
     }
 
@@ -281,11 +288,15 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
     let rel = Release::new("chart-e2e", 1);
     let watched = rel.namespaces[0].clone();
     let synced = phase("install and sync", || install_and_sync(&rel, &watched));
+    phase("helm test", || helm_test_passes(&rel));
     phase("RBAC (kubectl auth can-i)", || {
         rbac_is_least(&rel, &watched)
     });
     phase("metrics through the Service", || metrics_are_served(&rel));
     phase("upgrade", || upgrade_rolls_the_pod(&rel, &watched, &synced));
+    phase("beside Elemental", || {
+        readme_commands_beside_elemental(&rel, &watched, &synced.notes)
+    });
     phase("uninstall", || {
         uninstall_keeps_crds_and_versions(&rel, &watched)
     });
@@ -346,6 +357,7 @@ fn crd_rights_are_least(rel: &Release) {
 struct Synced {
     pod_name: String,
     channel: Value,
+    notes: String,
 }
 
 /// `helm install --wait` watching `watched`; the pod leads; the sample channel syncs to
@@ -512,7 +524,11 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         "an unknown name did not fail as a DNS error: {unknown}"
     );
     eprintln!("json channel via kubernetes.default.svc: {known}\nunknown name: {unknown}");
-    Synced { pod_name, channel }
+    Synced {
+        pod_name,
+        channel,
+        notes,
+    }
 }
 
 /// Metrics through the chart's Service.
@@ -712,7 +728,7 @@ fn upgrade_rolls_the_pod(rel: &Release, watched: &str, synced: &Synced) {
         .args([
             "--namespace",
             &rel.ns,
-            "--reuse-values",
+            "--reset-then-reuse-values",
             "--wait",
             "--timeout",
             "180s",
@@ -778,7 +794,7 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
     // Zero replicas: the RBAC of the all-namespaces mode, without an operator that would
     // act on the other tests' channels.
     let rel = Release::new("chart-e2e-all", 0);
-    let notes = rel.install(&["--set", "replicaCount=0"]);
+    let notes = rel.install(&["--set", "replicaCount=0,tests.timeout=3s"]);
     assert!(
         notes.contains("Watches ManagedOSVersionChannels in all namespaces."),
         "{notes}"
@@ -837,6 +853,26 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
     }
     // Reading its CRDs, and no more on CRDs, in this mode too.
     crd_rights_are_least(&rel);
+    // `helm test` fails when no operator answers (none runs here), and says why.
+    let test_pod = format!("{name}-test-readyz");
+    let out = output(command("helm").args([
+        "test",
+        &rel.name,
+        "--namespace",
+        &rel.ns,
+        "--timeout",
+        "90s",
+    ]));
+    assert!(
+        !out.status.success(),
+        "helm test passed without an operator: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let log = run(kubectl().args(["logs", &test_pod, "--namespace", &rel.ns]));
+    assert!(
+        log.contains("did not answer 2xx within 3s") && log.contains("/readyz"),
+        "{log}"
+    );
     run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
     for object in [&name, &crds] {
         let out = output(kubectl().args(["get", "clusterrole", object]));
@@ -845,4 +881,240 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
             "the ClusterRole {object} outlived the release"
         );
     }
+}
+
+/// `helm test`: the test pod (admitted under Pod Security `restricted`, the release
+/// namespace's level) gets 200 from /readyz through the Service, and is deleted.
+fn helm_test_passes(rel: &Release) {
+    let t0 = Instant::now();
+    let out = run(command("helm").args([
+        "test",
+        &rel.name,
+        "--namespace",
+        &rel.ns,
+        "--timeout",
+        "120s",
+    ]));
+    eprintln!("helm test: {:?}", t0.elapsed());
+    let pod = format!("{}-test-readyz", rel.fullname());
+    assert!(out.contains(&pod) && out.contains("Succeeded"), "{out}");
+    let left = output(kubectl().args(["get", "pod", &pod, "--namespace", &rel.ns]));
+    assert!(!left.status.success(), "the passed test pod was kept");
+}
+
+/// Elemental's two CRDs: group `elemental.cattle.io`, version `v1beta1`, the same kinds,
+/// plural and singular names as ours, no short names (as Elemental ships them).
+const ELEMENTAL_CRDS: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: managedosversionchannels.elemental.cattle.io}
+spec:
+  group: elemental.cattle.io
+  names: {kind: ManagedOSVersionChannel, listKind: ManagedOSVersionChannelList, plural: managedosversionchannels, singular: managedosversionchannel}
+  scope: Namespaced
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: managedosversions.elemental.cattle.io}
+spec:
+  group: elemental.cattle.io
+  names: {kind: ManagedOSVersion, listKind: ManagedOSVersionList, plural: managedosversions, singular: managedosversion}
+  scope: Namespaced
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
+
+const ELEMENTAL_CRD_NAMES: [&str; 2] = [
+    "managedosversionchannels.elemental.cattle.io",
+    "managedosversions.elemental.cattle.io",
+];
+
+/// Elemental's CRDs on the cluster for as long as this lives: deleted on drop, whatever
+/// happened (other tests share the cluster, and meanwhile a bare plural may mean
+/// Elemental's for them too). A host-wide file lock keeps two such windows apart.
+struct ElementalCrds {
+    _lock: std::fs::File,
+}
+
+impl ElementalCrds {
+    fn install() -> Self {
+        let path = std::env::temp_dir().join("rancheros-operator-elemental-crds.lock");
+        let lock = std::fs::File::create(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        lock.lock().unwrap();
+        let crds = Self { _lock: lock };
+        kubectl_apply(ELEMENTAL_CRDS);
+        run(kubectl()
+            .args(["wait", "--for=condition=Established", "--timeout=30s"])
+            .args(ELEMENTAL_CRD_NAMES.map(|n| format!("crd/{n}"))));
+        crds
+    }
+}
+
+impl Drop for ElementalCrds {
+    fn drop(&mut self) {
+        let out = output(
+            kubectl()
+                .args(["delete", "crd", "--ignore-not-found", "--wait=true"])
+                .args(ELEMENTAL_CRD_NAMES),
+        );
+        if !out.status.success() {
+            eprintln!(
+                "cannot delete Elemental's CRDs: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+/// kubectl commands as a user's shell runs them (`sh -c`), with a kubeconfig whose context
+/// namespace is `ns` and an empty discovery cache (kubectl then knows both groups, as on a
+/// cluster where Elemental was installed before).
+struct Shell {
+    dir: std::path::PathBuf,
+}
+
+impl Shell {
+    fn new(ns: &str) -> Self {
+        let dir = temp_dir("elemental-shell");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::copy(std::env::var("KUBECONFIG").unwrap(), &kubeconfig).unwrap();
+        run(kubectl()
+            .args([
+                "config",
+                "set-context",
+                "--current",
+                "--namespace",
+                ns,
+                "--kubeconfig",
+            ])
+            .arg(&kubeconfig));
+        Self { dir }
+    }
+
+    fn run(&self, cmd: &str) -> Output {
+        let kubectl_dir = tool("kubectl").parent().unwrap().to_path_buf();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![kubectl_dir];
+        dirs.extend(std::env::split_paths(&path));
+        let out = Command::new("sh")
+            .args(["-c", cmd])
+            .env("PATH", std::env::join_paths(dirs).unwrap())
+            .env("KUBECONFIG", self.dir.join("kubeconfig"))
+            .env("KUBECACHEDIR", self.dir.join("cache"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        eprintln!(
+            "$ {cmd}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The commands of `text` that look up the operator's resources (not those that install
+/// or create), with the README's namespace replaced by `ns`.
+fn lookups(commands: Vec<String>, ns: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for cmd in commands {
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        // The verb: the first word after `kubectl` and any `-n NS`.
+        let verb = match words.get(1) {
+            Some(&"-n") => words.get(3),
+            other => other,
+        };
+        let ours = ["mosvc", "mosv", "managedosversion", "rancheros"]
+            .iter()
+            .any(|w| cmd.contains(w));
+        let looks_up =
+            verb.is_some_and(|v| ["get", "describe", "annotate", "wait", "explain"].contains(v));
+        let cmd = cmd.replace("fleet-default", ns);
+        if ours && looks_up && !out.contains(&cmd) {
+            out.push(cmd);
+        }
+    }
+    out
+}
+
+/// Beside Elemental-shaped CRDs of the same plural names: a bare plural now resolves to
+/// Elemental's (so the check has teeth), while every lookup the README shows, those
+/// `scripts/demo` runs and those the chart's NOTES print find our channel and versions.
+fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let demo = std::fs::read_to_string(root().join("scripts/demo")).unwrap();
+    let readme_cmds = lookups(kubectl_commands(&readme, true), watched);
+    let demo_cmds = lookups(kubectl_commands(&demo, false), watched);
+    let notes_cmds = lookups(
+        notes
+            .lines()
+            .map(|l| l.trim().split(" #").next().unwrap_or_default().to_string())
+            .filter(|l| l.starts_with("kubectl "))
+            .collect(),
+        watched,
+    );
+    for verb in ["get", "describe", "annotate", "wait", "explain"] {
+        assert!(
+            readme_cmds.iter().any(|c| c.contains(&format!(" {verb} "))),
+            "the README shows no `kubectl {verb}` of the operator's resources: {readme_cmds:?}"
+        );
+    }
+    assert!(demo_cmds.len() >= 4, "{demo_cmds:?}");
+    assert_eq!(notes_cmds.len(), 2, "{notes_cmds:?}\n{notes}");
+
+    let _elemental = ElementalCrds::install();
+    let shell = Shell::new(watched);
+    // Without our group, kubectl picks Elemental's: the commands below would fail.
+    let bare = shell.run("kubectl get managedosversionchannels testchannel");
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert!(
+        !bare.status.success() && stderr.contains("elemental.cattle.io"),
+        "a bare plural did not resolve to Elemental's group: the check below proves nothing\n{stderr}"
+    );
+    let mut failed = Vec::new();
+    for cmd in readme_cmds.iter().chain(&demo_cmds).chain(&notes_cmds) {
+        let out = shell.run(cmd);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ours = stdout.contains("testchannel") || stdout.contains("rancheros.cattle.io");
+        if !out.status.success() || !ours || stdout.contains("elemental.cattle.io") {
+            failed.push(format!(
+                "{cmd}\n{stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "beside Elemental's CRDs these did not show the operator's objects \
+         (release {}):\n{}",
+        rel.name,
+        failed.join("\n")
+    );
 }

@@ -30,7 +30,10 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
     let containers = pod["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1, "one container: {pod:#}");
     let c = &containers[0];
-    assert_eq!(c["args"], json!(["operator"]));
+    assert_eq!(
+        c["args"][0], "operator",
+        "the subcommand first, extraArgs after it"
+    );
     assert_eq!(
         env_value(c, "OPERATOR_IMAGE"),
         Some(c["image"].clone()),
@@ -225,11 +228,14 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
         svc["spec"]["selector"],
         dep["spec"]["selector"]["matchLabels"]
     );
+    assert_eq!(c["args"], json!(["operator"]));
+    assert_eq!(dep["spec"]["revisionHistoryLimit"], 10);
     for kind in [
         "ServiceMonitor",
         "PrometheusRule",
         "ConfigMap",
         "NetworkPolicy",
+        "PodDisruptionBudget",
     ] {
         assert!(
             of_kind(&docs, kind).is_empty(),
@@ -280,10 +286,7 @@ fn ci_values_watch_listed_namespaces_with_roles() {
         env_value(&c, "RUST_LOG"),
         Some(json!("info,rancheros_operator=debug"))
     );
-    assert_eq!(
-        env_value(&c, "HTTPS_PROXY"),
-        Some(json!("http://proxy.example.com:3128"))
-    );
+    assert_eq!(env_value(&c, "TZ"), Some(json!("UTC")));
     assert_eq!(
         env_value(&c, "LEADER_ELECTION_LEASE"),
         Some(json!("ros-operator-leader"))
@@ -1008,4 +1011,448 @@ fn grafana_dashboard_queries_parse_and_ask_only_for_exported_metrics() {
     ] {
         assert!(used.contains(name), "{name} is not on the dashboard");
     }
+}
+
+/// The operator pods' shape from ci/extras-values.yaml: revision history, budget, spread,
+/// priority, pod metadata, probe timing (the endpoints stay the chart's), extra args, env
+/// and volumes.
+#[test]
+fn extras_values_shape_the_pod_as_users_expect() {
+    let values = chart_dir().join("ci/extras-values.yaml");
+    let docs = render(&["--values", values.to_str().unwrap()]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    let dep = find(&docs, "Deployment", "rel-rancheros-operator");
+    let selector = &dep["spec"]["selector"]["matchLabels"];
+    let pod = &dep["spec"]["template"];
+    assert_eq!(dep["spec"]["revisionHistoryLimit"], 3);
+
+    let pdb = find(&docs, "PodDisruptionBudget", "rel-rancheros-operator");
+    assert_eq!(pdb["apiVersion"], "policy/v1");
+    assert_eq!(pdb["metadata"]["namespace"], "ops");
+    assert_eq!(
+        pdb["spec"],
+        json!({"selector": {"matchLabels": selector}, "minAvailable": 1,
+               "unhealthyPodEvictionPolicy": "AlwaysAllow"})
+    );
+
+    // A constraint without a selector spreads the operator pods; one with keeps its own.
+    let spread = &pod["spec"]["topologySpreadConstraints"];
+    assert_eq!(spread[0]["labelSelector"], json!({"matchLabels": selector}));
+    assert_eq!(spread[0]["topologyKey"], "topology.kubernetes.io/zone");
+    assert_eq!(
+        spread[1]["labelSelector"],
+        json!({"matchLabels": {"example.com/spread": "operators"}})
+    );
+    assert_eq!(spread.as_array().unwrap().len(), 2);
+    assert_eq!(pod["spec"]["priorityClassName"], "high-priority");
+    assert_eq!(
+        pod["metadata"]["annotations"]["example.com/team"],
+        "platform"
+    );
+    assert_eq!(pod["metadata"]["labels"]["example.com/spread"], "operators");
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(&pod["metadata"]["labels"][k], v, "selector label {k}");
+    }
+
+    assert_eq!(
+        c["livenessProbe"],
+        json!({"httpGet": {"path": "/healthz", "port": "metrics"}, "initialDelaySeconds": 15,
+               "periodSeconds": 30, "timeoutSeconds": 3, "failureThreshold": 5,
+               "terminationGracePeriodSeconds": 10})
+    );
+    assert_eq!(
+        c["readinessProbe"],
+        json!({"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5,
+               "timeoutSeconds": 2, "successThreshold": 1, "failureThreshold": 6})
+    );
+    assert_eq!(c["args"], json!(["operator", "--retry-delay=20s"]));
+    // The private CA: the volume, its mount, SSL_CERT_DIR naming the mount.
+    assert_eq!(
+        pod["spec"]["volumes"],
+        json!([{"name": "channel-ca", "configMap": {"name": "channel-ca"}}])
+    );
+    assert_eq!(
+        c["volumeMounts"],
+        json!([{"name": "channel-ca", "mountPath": "/etc/rancheros-operator/ca", "readOnly": true}])
+    );
+    assert_eq!(
+        env_value(&c, "SSL_CERT_DIR"),
+        Some(json!("/etc/rancheros-operator/ca"))
+    );
+    assert_eq!(test_pod(&docs)["spec"]["containers"][0]["args"][3], "90s");
+}
+
+/// The `helm test` pod of a rendering.
+fn test_pod(docs: &[Value]) -> &Value {
+    find(docs, "Pod", "rel-rancheros-operator-test-readyz")
+}
+
+/// The test pod: a `helm test` hook on the operator image that asks /readyz through the
+/// metrics Service, Pod Security `restricted` whatever the operator pod's context is, and
+/// selected by neither the Service nor the NetworkPolicy.
+#[test]
+fn helm_test_pod_asks_readyz_through_the_service_and_is_restricted() {
+    let values = chart_dir().join("ci/namespaced-values.yaml");
+    let docs = render(&[
+        "--values",
+        values.to_str().unwrap(),
+        // A looser operator pod context must not loosen the test pod's.
+        "--set-json",
+        r#"podSecurityContext={},securityContext={"readOnlyRootFilesystem":false}"#,
+    ]);
+    let dep = find(&docs, "Deployment", "ros-operator");
+    let operator = &dep["spec"]["template"]["spec"]["containers"][0];
+    let pod = find(&docs, "Pod", "ros-operator-test-readyz");
+    assert_eq!(pod["metadata"]["namespace"], "ops");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    assert_eq!(
+        pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"],
+        "before-hook-creation,hook-succeeded"
+    );
+    let spec = &pod["spec"];
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    assert_eq!(spec["imagePullSecrets"], json!([{"name": "regcred"}]));
+    let c = &spec["containers"][0];
+    assert_eq!(spec["containers"].as_array().unwrap().len(), 1);
+    assert_eq!(c["image"], operator["image"], "the operator's own image");
+    assert_eq!(c["imagePullPolicy"], "Always");
+    let svc = find(&docs, "Service", "ros-operator-metrics");
+    assert_eq!(
+        c["args"],
+        json!([
+            "probe",
+            "http://ros-operator-metrics.ops.svc:9443/readyz",
+            "--timeout",
+            "60s"
+        ])
+    );
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9443);
+    // Pod Security restricted (v1.33+): non-root, seccomp, no escalation, no capabilities.
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        spec["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    // Neither the Service nor the egress policy selects it.
+    let labels = pod["metadata"]["labels"].as_object().unwrap();
+    let selects = |selector: &Value| {
+        selector
+            .as_object()
+            .unwrap()
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    };
+    assert!(!selects(&svc["spec"]["selector"]), "{labels:?}");
+    let np = find(&docs, "NetworkPolicy", "ros-operator-egress");
+    assert!(!selects(&np["spec"]["podSelector"]["matchLabels"]));
+    assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+
+    // Off with tests.enabled=false, and without the Service it would ask.
+    for set in ["tests.enabled=false", "metrics.service.enabled=false"] {
+        let docs = render(&["--set", set]);
+        assert!(of_kind(&docs, "Pod").is_empty(), "{set}");
+    }
+}
+
+#[test]
+fn pod_disruption_budget_takes_one_bound() {
+    let budget = |args: &[&str]| {
+        let docs = render(args);
+        find(&docs, "PodDisruptionBudget", "rel-rancheros-operator")["spec"].clone()
+    };
+    let spec = budget(&["--set", "podDisruptionBudget.enabled=true"]);
+    assert_eq!(spec["maxUnavailable"], 1, "neither bound: maxUnavailable 1");
+    assert!(spec.get("minAvailable").is_none());
+    assert!(spec.get("unhealthyPodEvictionPolicy").is_none());
+    let spec = budget(&[
+        "--set",
+        "podDisruptionBudget.enabled=true,podDisruptionBudget.maxUnavailable=50%",
+    ]);
+    assert_eq!(spec["maxUnavailable"], "50%");
+    let spec = budget(&[
+        "--set",
+        "podDisruptionBudget.enabled=true,podDisruptionBudget.minAvailable=0",
+    ]);
+    assert_eq!(spec["minAvailable"], 0, "0 is a bound, not unset");
+    assert!(spec.get("maxUnavailable").is_none());
+    let docs = render(&["--set", "revisionHistoryLimit=0"]);
+    assert_eq!(
+        find(&docs, "Deployment", "rel-rancheros-operator")["spec"]["revisionHistoryLimit"],
+        0
+    );
+}
+
+#[test]
+fn bad_extra_values_are_refused_with_a_reason() {
+    for (set, reason) in [
+        (
+            "podDisruptionBudget.enabled=true,podDisruptionBudget.minAvailable=1,podDisruptionBudget.maxUnavailable=1",
+            "set minAvailable or maxUnavailable, not both",
+        ),
+        (
+            "podDisruptionBudget.minAvailable=half",
+            "does not match pattern",
+        ),
+        (
+            "podDisruptionBudget.unhealthyPodEvictionPolicy=Never",
+            "value must be one of",
+        ),
+        (
+            "livenessProbe.httpGet.path=/metrics",
+            "additional properties 'httpGet' not allowed",
+        ),
+        (
+            "readinessProbe.terminationGracePeriodSeconds=5",
+            "additional properties 'terminationGracePeriodSeconds' not allowed",
+        ),
+        ("revisionHistoryLimit=-1", "minimum"),
+        ("tests.timeout=soon", "does not match pattern"),
+        (
+            "extraVolumeMounts[0].name=ca",
+            "missing property 'mountPath'",
+        ),
+        (
+            "topologySpreadConstraints[0].maxSkew=1",
+            "missing property 'topologyKey'",
+        ),
+    ] {
+        let stderr = run_failing(&mut helm_template(&["--set", set]));
+        assert!(
+            stderr.contains(reason),
+            "--set {set}: expected {reason:?} in:\n{stderr}"
+        );
+    }
+    let stderr = run_failing(&mut helm_template(&[
+        "--set-json",
+        "operator.extraArgs=[1]",
+    ]));
+    assert!(stderr.contains("got number, want string"), "{stderr}");
+}
+
+/// Chart.yaml carries what chart repositories and Artifact Hub show, and its image list
+/// (what an air-gapped install mirrors) is what the chart deploys.
+#[test]
+fn chart_metadata_names_home_sources_maintainers_icon_and_images() {
+    let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
+    let chart = &yaml_docs(&text)[0];
+    let home = chart["home"].as_str().unwrap();
+    assert!(home.starts_with("https://"), "{home}");
+    let sources: Vec<&str> = chart["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(sources.contains(&home), "{sources:?}");
+    for m in chart["maintainers"].as_array().unwrap() {
+        assert!(!m["name"].as_str().unwrap().is_empty(), "{m}");
+        assert!(m["email"].as_str().unwrap().contains('@'), "{m}");
+    }
+    // The icon is icon.svg, inline.
+    let icon = chart["icon"].as_str().unwrap();
+    let b64 = icon
+        .strip_prefix("data:image/svg+xml;base64,")
+        .unwrap_or_else(|| panic!("icon is not an inline SVG: {icon}"));
+    let mut cmd = Command::new("base64");
+    cmd.arg("-d");
+    let decoded = run_with_stdin(cmd, b64);
+    assert!(decoded.status.success());
+    assert_eq!(
+        decoded.stdout,
+        std::fs::read(chart_dir().join("icon.svg")).unwrap(),
+        "Chart.yaml's icon differs from icon.svg"
+    );
+
+    // artifacthub.io/images: every image the default rendering runs, and no other.
+    let listed = yaml_docs(
+        chart["annotations"]["artifacthub.io/images"]
+            .as_str()
+            .unwrap(),
+    );
+    let listed: BTreeSet<String> = listed[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["image"].as_str().unwrap().to_string())
+        .collect();
+    let docs = render(&[]);
+    let mut rendered = BTreeSet::new();
+    for doc in &docs {
+        let spec = match doc["kind"].as_str() {
+            Some("Deployment") => &doc["spec"]["template"]["spec"],
+            Some("Pod") => &doc["spec"],
+            _ => continue,
+        };
+        for c in spec["containers"].as_array().unwrap() {
+            rendered.insert(c["image"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(
+        listed, rendered,
+        "artifacthub.io/images vs the rendered images"
+    );
+    assert_eq!(
+        listed,
+        BTreeSet::from([format!(
+            "rancheros-operator:{}",
+            chart["appVersion"].as_str().unwrap()
+        )])
+    );
+}
+
+/// The documented paths of a values-table cell: "`a.b`, `.c`" is a.b and a.c.
+fn documented_paths(cell: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for name in cell.split(", ").map(|n| n.trim_matches('`')) {
+        match (name.strip_prefix('.'), out.last()) {
+            (Some(sibling), Some(prev)) => {
+                let parent = prev.rsplit_once('.').map_or("", |(p, _)| p);
+                out.push(format!("{parent}.{sibling}"));
+            }
+            _ => out.push(name.to_string()),
+        }
+    }
+    out
+}
+
+/// Every value of values.yaml is in docs/install.md's values table (it, or the map that
+/// holds it).
+#[test]
+fn docs_values_table_lists_every_value() {
+    let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    let documented: BTreeSet<String> = markdown_table(&doc, "## Values")
+        .iter()
+        .flat_map(|row| documented_paths(&row[0]))
+        .collect();
+    let values = &yaml_docs(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap())[0];
+    fn leaves(prefix: &str, v: &Value, out: &mut Vec<String>) {
+        match v.as_object() {
+            Some(map) if !map.is_empty() => {
+                for (k, v) in map {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(&path, v, out);
+                }
+            }
+            _ => out.push(prefix.to_string()),
+        }
+    }
+    let mut all = Vec::new();
+    leaves("", values, &mut all);
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|path| {
+            let mut p = path.as_str();
+            loop {
+                if documented.contains(p) {
+                    return false;
+                }
+                match p.rsplit_once('.') {
+                    Some((parent, _)) => p = parent,
+                    None => return true,
+                }
+            }
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "values.yaml values missing from docs/install.md's values table: {missing:?}"
+    );
+    assert!(documented.contains("tests.timeout"), "{documented:?}");
+}
+
+/// Files that show users kubectl commands or run them: the README, docs, scripts and the
+/// chart's templates (NOTES, alert annotations).
+fn files_with_kubectl_commands() -> Vec<(PathBuf, bool)> {
+    let mut files = vec![(root().join("README.md"), true)];
+    let mut stack = vec![
+        root().join("docs"),
+        root().join("scripts"),
+        chart_dir().join("templates"),
+    ];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p
+                .extension()
+                .is_some_and(|e| e == "go" || e == "sum" || e == "mod")
+            {
+                let md = p.extension().is_some_and(|e| e == "md");
+                files.push((p, md));
+            }
+        }
+    }
+    files
+}
+
+/// Beside Elemental's CRDs of the same plural names, a bare `managedosversionchannels` may
+/// mean Elemental's: every kubectl command the project shows or runs names ours by a short
+/// name or the group-qualified name (tests/chart_install.rs runs the README's on a cluster
+/// with Elemental-shaped CRDs).
+#[test]
+fn kubectl_commands_name_our_resources_unambiguously() {
+    // The check itself: a bare name is found, in Markdown and in a script.
+    let sample = "```\n$ kubectl get managedosversionchannels -n x   # comment\n```\n\
+                  and `kubectl get managedosversion/foo` but `kubectl get mosvc`";
+    let cmds = kubectl_commands(sample, true);
+    assert_eq!(cmds.len(), 3, "{cmds:?}");
+    assert_eq!(
+        cmds.iter()
+            .flat_map(|c| ambiguous_resource_names(c))
+            .collect::<Vec<_>>(),
+        ["managedosversionchannels", "managedosversion"]
+    );
+    let script = "x=$(kubectl -n a get managedosversionchannel c \\\n\t-o name 2>/dev/null || true)\n\
+                  kubectl wait crd/managedosversions.rancheros.cattle.io >/dev/null\n";
+    let cmds = kubectl_commands(script, false);
+    assert_eq!(
+        cmds,
+        [
+            "kubectl -n a get managedosversionchannel c -o name",
+            "kubectl wait crd/managedosversions.rancheros.cattle.io"
+        ]
+    );
+    assert_eq!(
+        ambiguous_resource_names(&cmds[0]),
+        ["managedosversionchannel"]
+    );
+    assert!(ambiguous_resource_names(&cmds[1]).is_empty());
+
+    let mut found = Vec::new();
+    let mut total = 0;
+    for (path, markdown) in files_with_kubectl_commands() {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for cmd in kubectl_commands(&text, markdown) {
+            total += 1;
+            if !ambiguous_resource_names(&cmd).is_empty() {
+                found.push(format!(
+                    "{}: {cmd}",
+                    path.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        total > 30,
+        "only {total} kubectl commands found: the extraction broke"
+    );
+    assert!(
+        found.is_empty(),
+        "kubectl commands with an ambiguous resource name (use mosvc/mosv or \
+         managedosversionchannels.rancheros.cattle.io):\n{}",
+        found.join("\n")
+    );
 }

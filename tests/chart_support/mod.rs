@@ -288,3 +288,75 @@ pub fn chart_version() -> String {
     let text = std::fs::read_to_string(chart_dir().join("Chart.yaml")).unwrap();
     yaml_docs(&text)[0]["version"].as_str().unwrap().to_string()
 }
+
+/// The kubectl commands a document or script shows: in Markdown, the lines of code blocks
+/// that start with `kubectl` or `$ kubectl` (continued lines joined, a trailing `# comment`
+/// cut) and the inline code spans that start with `kubectl `; in a script, each `kubectl ` up to a redirection, pipe or `||`
+/// (continued lines joined), those that are echoed (`\$ kubectl`) too.
+pub fn kubectl_commands(text: &str, markdown: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if markdown {
+        let mut in_block = false;
+        for line in text.replace("\\\n", " ").lines() {
+            if line.trim_start().starts_with("```") {
+                in_block = !in_block;
+                continue;
+            }
+            if in_block {
+                let line = line.trim_start();
+                let line = line.strip_prefix("$ ").unwrap_or(line);
+                if line.starts_with("kubectl ") {
+                    let cmd = line.split(" #").next().unwrap_or_default();
+                    out.push(cmd.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+                continue;
+            }
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1 && span.starts_with("kubectl ") {
+                    out.push(span.trim().to_string());
+                }
+            }
+        }
+        return out;
+    }
+    let joined = text.replace("\\\n", " ");
+    for line in joined.lines() {
+        let line = line.trim_start();
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("kubectl ") {
+            let cmd = &rest[at..];
+            let end = [" >", " 2>", " |"]
+                .iter()
+                .filter_map(|stop| cmd.find(stop))
+                .min()
+                .unwrap_or(cmd.len());
+            let cmd = cmd[..end].trim_end_matches('"').trim();
+            out.push(cmd.split_whitespace().collect::<Vec<_>>().join(" "));
+            rest = &rest[at + end.max(1)..];
+        }
+    }
+    out
+}
+
+/// The names of the operator's two resource types in `cmd` that are neither a short name
+/// nor group-qualified (`managedosversionchannels`, `managedosversion/foo`): on a cluster
+/// with Elemental's CRDs of the same names these may resolve to `elemental.cattle.io`.
+pub fn ambiguous_resource_names(cmd: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = cmd;
+    while let Some(at) = rest.find("managedosversion") {
+        let word: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase())
+            .collect();
+        let after = &rest[at + word.len()..];
+        if !after.starts_with(".rancheros.cattle.io") {
+            found.push(word.clone());
+        }
+        rest = after;
+    }
+    found
+}

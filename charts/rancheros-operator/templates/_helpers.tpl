@@ -99,3 +99,19 @@ is null the names of imagePullSecrets (the syncer pods run the operator's image 
 {{- define "rancheros-operator.crdRules" -}}
 {{- (.Files.Get "files/rbac.yaml" | fromYaml).crdRules | toYaml }}
 {{- end }}
+
+{{/*
+topologySpreadConstraints, each without a labelSelector given the operator pods' selector
+labels (a constraint selects the pods it spreads; without one it counts nothing).
+*/}}
+{{- define "rancheros-operator.topologySpreadConstraints" -}}
+{{- $out := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "rancheros-operator.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}

@@ -5,7 +5,7 @@
 install_all() {
 	need_root
 	# shellcheck disable=SC2086
-	ensure_pkgs $NODE_PKGS dnsmasq-base python3 docker-registry apache2-utils skopeo gettext-base
+	ensure_pkgs $HOST_PKGS $NODE_PKGS dnsmasq-base docker-registry apache2-utils skopeo gettext-base
 	"$SCRIPTS_DIR/build-k8s"
 	"$SCRIPTS_DIR/images" base >/dev/null
 }
