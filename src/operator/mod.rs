@@ -86,7 +86,8 @@ pub struct OperatorArgs {
     /// Act only while holding the leader Lease, so that several replicas can run.
     #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,
-    /// Namespace of the leader Lease (default: the operator's own namespace).
+    /// Namespace of the leader Lease (default: in a cluster the pod's namespace, outside
+    /// one the kubeconfig context's, `default` when it names none).
     #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
     /// Name of the leader Lease.
