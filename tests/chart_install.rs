@@ -902,47 +902,32 @@ fn helm_test_passes(rel: &Release) {
     assert!(!left.status.success(), "the passed test pod was kept");
 }
 
-/// Elemental's two CRDs: group `elemental.cattle.io`, version `v1beta1`, the same kinds,
-/// plural and singular names as ours, no short names (as Elemental ships them).
-const ELEMENTAL_CRDS: &str = r#"
-apiVersion: apiextensions.k8s.io/v1
+/// One of Elemental's two CRDs: group `elemental.cattle.io`, version `v1beta1`, the same
+/// kind, plural and singular names as ours, no short names (as Elemental ships them).
+fn elemental_crd(kind: &str) -> String {
+    let singular = kind.to_lowercase();
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: managedosversionchannels.elemental.cattle.io}
+metadata: {{name: {singular}s.elemental.cattle.io}}
 spec:
   group: elemental.cattle.io
-  names: {kind: ManagedOSVersionChannel, listKind: ManagedOSVersionChannelList, plural: managedosversionchannels, singular: managedosversionchannel}
+  names: {{kind: {kind}, listKind: {kind}List, plural: {singular}s, singular: {singular}}}
   scope: Namespaced
   versions:
   - name: v1beta1
     served: true
     storage: true
-    subresources: {status: {}}
+    subresources: {{status: {{}}}}
     schema:
       openAPIV3Schema:
         type: object
         properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: managedosversions.elemental.cattle.io}
-spec:
-  group: elemental.cattle.io
-  names: {kind: ManagedOSVersion, listKind: ManagedOSVersionList, plural: managedosversions, singular: managedosversion}
-  scope: Namespaced
-  versions:
-  - name: v1beta1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-"#;
+          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#
+    )
+}
 
 const ELEMENTAL_CRD_NAMES: [&str; 2] = [
     "managedosversionchannels.elemental.cattle.io",
@@ -963,7 +948,11 @@ impl ElementalCrds {
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
         lock.lock().unwrap();
         let crds = Self { _lock: lock };
-        kubectl_apply(ELEMENTAL_CRDS);
+        kubectl_apply(&format!(
+            "{}---\n{}",
+            elemental_crd("ManagedOSVersionChannel"),
+            elemental_crd("ManagedOSVersion")
+        ));
         run(kubectl()
             .args(["wait", "--for=condition=Established", "--timeout=30s"])
             .args(ELEMENTAL_CRD_NAMES.map(|n| format!("crd/{n}"))));
@@ -1102,7 +1091,12 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
     for cmd in readme_cmds.iter().chain(&demo_cmds).chain(&notes_cmds) {
         let out = shell.run(cmd);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let ours = stdout.contains("testchannel") || stdout.contains("rancheros.cattle.io");
+        // A jsonpath lookup prints a field (empty while the operator has not acted on the
+        // request yet); the others name our channel or group. Elemental's resolution fails
+        // with NotFound, prints nothing, or names its group.
+        let ours = cmd.contains("jsonpath")
+            || stdout.contains("testchannel")
+            || stdout.contains("rancheros.cattle.io");
         if !out.status.success() || !ours || stdout.contains("elemental.cattle.io") {
             failed.push(format!(
                 "{cmd}\n{stdout}{}",

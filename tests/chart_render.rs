@@ -464,6 +464,36 @@ fn bad_values_are_refused_with_a_reason() {
             "imagee.tag=typo",
             "additional properties 'imagee' not allowed",
         ),
+        (
+            "podDisruptionBudget.enabled=true,podDisruptionBudget.minAvailable=1,podDisruptionBudget.maxUnavailable=1",
+            "set minAvailable or maxUnavailable, not both",
+        ),
+        (
+            "podDisruptionBudget.minAvailable=half",
+            "does not match pattern",
+        ),
+        (
+            "podDisruptionBudget.unhealthyPodEvictionPolicy=Never",
+            "value must be one of",
+        ),
+        (
+            "livenessProbe.httpGet.path=/metrics",
+            "additional properties 'httpGet' not allowed",
+        ),
+        (
+            "readinessProbe.terminationGracePeriodSeconds=5",
+            "additional properties 'terminationGracePeriodSeconds' not allowed",
+        ),
+        ("revisionHistoryLimit=-1", "minimum"),
+        ("tests.timeout=soon", "does not match pattern"),
+        (
+            "extraVolumeMounts[0].name=ca",
+            "missing property 'mountPath'",
+        ),
+        (
+            "topologySpreadConstraints[0].maxSkew=1",
+            "missing property 'topologyKey'",
+        ),
     ] {
         let stderr = run_failing(&mut helm_template(&["--set", set]));
         assert!(
@@ -471,25 +501,18 @@ fn bad_values_are_refused_with_a_reason() {
             "--set {set}: expected {reason:?} in:\n{stderr}"
         );
     }
+    let stderr = run_failing(&mut helm_template(&[
+        "--set-json",
+        "operator.extraArgs=[1]",
+    ]));
+    assert!(stderr.contains("got number, want string"), "{stderr}");
 }
 
 /// `helm template --output-dir` with the given values: the rendered files.
 fn render_to_dir(name: &str, args: &[&str]) -> (PathBuf, Vec<PathBuf>) {
     let dir = temp_dir(name);
     run(helm_template(args).arg("--output-dir").arg(&dir));
-    let mut files = Vec::new();
-    let mut stack = vec![dir.clone()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files = files_under(vec![dir.clone()]);
     assert!(
         files
             .iter()
@@ -1188,53 +1211,6 @@ fn pod_disruption_budget_takes_one_bound() {
     );
 }
 
-#[test]
-fn bad_extra_values_are_refused_with_a_reason() {
-    for (set, reason) in [
-        (
-            "podDisruptionBudget.enabled=true,podDisruptionBudget.minAvailable=1,podDisruptionBudget.maxUnavailable=1",
-            "set minAvailable or maxUnavailable, not both",
-        ),
-        (
-            "podDisruptionBudget.minAvailable=half",
-            "does not match pattern",
-        ),
-        (
-            "podDisruptionBudget.unhealthyPodEvictionPolicy=Never",
-            "value must be one of",
-        ),
-        (
-            "livenessProbe.httpGet.path=/metrics",
-            "additional properties 'httpGet' not allowed",
-        ),
-        (
-            "readinessProbe.terminationGracePeriodSeconds=5",
-            "additional properties 'terminationGracePeriodSeconds' not allowed",
-        ),
-        ("revisionHistoryLimit=-1", "minimum"),
-        ("tests.timeout=soon", "does not match pattern"),
-        (
-            "extraVolumeMounts[0].name=ca",
-            "missing property 'mountPath'",
-        ),
-        (
-            "topologySpreadConstraints[0].maxSkew=1",
-            "missing property 'topologyKey'",
-        ),
-    ] {
-        let stderr = run_failing(&mut helm_template(&["--set", set]));
-        assert!(
-            stderr.contains(reason),
-            "--set {set}: expected {reason:?} in:\n{stderr}"
-        );
-    }
-    let stderr = run_failing(&mut helm_template(&[
-        "--set-json",
-        "operator.extraArgs=[1]",
-    ]));
-    assert!(stderr.contains("got number, want string"), "{stderr}");
-}
-
 /// Chart.yaml carries what chart repositories and Artifact Hub show, and its image list
 /// (what an air-gapped install mirrors) is what the chart deploys.
 #[test]
@@ -1373,26 +1349,39 @@ fn docs_values_table_lists_every_value() {
 /// Files that show users kubectl commands or run them: the README, docs, scripts and the
 /// chart's templates (NOTES, alert annotations).
 fn files_with_kubectl_commands() -> Vec<(PathBuf, bool)> {
-    let mut files = vec![(root().join("README.md"), true)];
-    let mut stack = vec![
+    let dirs = vec![
         root().join("docs"),
         root().join("scripts"),
         chart_dir().join("templates"),
     ];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
+    let mut files = vec![(root().join("README.md"), true)];
+    for p in files_under(dirs) {
+        // (not promcheck's Go sources)
+        if !p
+            .extension()
+            .is_some_and(|e| e == "go" || e == "sum" || e == "mod")
+        {
+            let md = p.extension().is_some_and(|e| e == "md");
+            files.push((p, md));
+        }
+    }
+    files
+}
+
+/// Every file under `dirs`, recursively, sorted.
+fn files_under(mut dirs: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                stack.push(p);
-            } else if !p
-                .extension()
-                .is_some_and(|e| e == "go" || e == "sum" || e == "mod")
-            {
-                let md = p.extension().is_some_and(|e| e == "md");
-                files.push((p, md));
+                dirs.push(p);
+            } else {
+                files.push(p);
             }
         }
     }
+    files.sort();
     files
 }
 

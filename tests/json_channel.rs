@@ -484,3 +484,168 @@ fn json_cidr_flags_with_a_bad_value_are_a_usage_error() {
         );
     }
 }
+
+/// An `openssl s_server -WWW` on loopback serving `dir`'s files over HTTPS with a server
+/// certificate for 127.0.0.1 signed by the CA `ca`; killed on drop.
+struct TlsServer {
+    child: std::process::Child,
+    base: String,
+}
+
+impl TlsServer {
+    fn start(dir: &std::path::Path, ca: &str, name: &str) -> Self {
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("openssl (Debian package openssl, installed with the cluster)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        if !dir.join(format!("{ca}.pem")).exists() {
+            let subject = format!("/CN={ca}");
+            let (key, pem) = (format!("{ca}.key"), format!("{ca}.pem"));
+            let mut args = vec!["req", "-x509", "-days", "2", "-subj", &subject];
+            args.extend(ec);
+            args.extend(["-keyout", &key, "-out", &pem]);
+            openssl(&args);
+        }
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        let (key, csr, pem) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+        );
+        let mut args = vec![
+            "req",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ];
+        args.extend(ec);
+        openssl(&args);
+        let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_pem,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            &pem,
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-WWW", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["-cert", &pem, "-key", &key])
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "s_server did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TlsServer {
+            child,
+            base: format!("https://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A private CA (docs/install.md): with `SSL_CERT_DIR` naming a directory that holds it,
+/// the operator trusts a server whose certificate that CA signed, and still refuses one
+/// signed by a CA it was not given.
+#[tokio::test]
+async fn https_json_channel_trusts_the_private_ca_in_ssl_cert_dir() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("private-ca-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("channel.json"),
+        channel_data(&[("tls-a", "v1")]).to_string(),
+    )
+    .unwrap();
+    let trusted = TlsServer::start(&dir, "private-ca", "trusted");
+    let unknown = TlsServer::start(&dir, "other-ca", "unknown");
+    // The directory the operator is given holds only the private CA.
+    let ca_dir = dir.join("trusted-cas");
+    std::fs::create_dir_all(&ca_dir).unwrap();
+    std::fs::copy(dir.join("private-ca.pem"), ca_dir.join("ca.crt")).unwrap();
+
+    let mut t = TestNs::new("json-private-ca").await;
+    let ca_dir_text = ca_dir.display().to_string();
+    let child = t.spawn_operator(&[ALLOW_LOOPBACK], &[("SSL_CERT_DIR", &ca_dir_text)]);
+    let _operator = KillOnDrop(child);
+    t.create_channel(
+        "trusted",
+        json_spec(&format!("{}/channel.json", trusted.base)),
+    )
+    .await;
+    t.create_channel(
+        "unknown",
+        json_spec(&format!("{}/channel.json", unknown.base)),
+    )
+    .await;
+    t.wait_ready("trusted", "Synchronized", SYNC).await;
+    assert_eq!(t.version_names().await, ["tls-a"]);
+    let message = refused(&t, "unknown", "fetching https://").await;
+    assert!(message.contains("certificate"), "{message}");
+    t.cleanup().await;
+    drop((trusted, unknown));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An operator process the test spawned, killed when the test ends (also on failure).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
