@@ -492,7 +492,7 @@ fn bad_values_are_refused_with_a_reason() {
         ),
         (
             "topologySpreadConstraints[0].maxSkew=1",
-            "missing property 'topologyKey'",
+            "missing properties 'topologyKey', 'whenUnsatisfiable'",
         ),
     ] {
         let stderr = run_failing(&mut helm_template(&["--set", set]));
