@@ -937,33 +937,54 @@ const ELEMENTAL_CRD_NAMES: [&str; 2] = [
 /// Elemental's CRDs on the cluster for as long as this lives: deleted on drop, whatever
 /// happened (other tests share the cluster, and meanwhile a bare plural may mean
 /// Elemental's for them too). A host-wide file lock keeps two such windows apart.
+/// Its kubectl calls use the shell's discovery cache, so that the shared one
+/// (`~/.kube/cache`) never learns Elemental's group.
 struct ElementalCrds {
     _lock: std::fs::File,
+    cache: std::path::PathBuf,
 }
 
 impl ElementalCrds {
-    fn install() -> Self {
+    fn install(shell: &Shell) -> Self {
         let path = std::env::temp_dir().join("rancheros-operator-elemental-crds.lock");
         let lock = std::fs::File::create(&path)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
         lock.lock().unwrap();
-        let crds = Self { _lock: lock };
-        kubectl_apply(&format!(
+        let crds = Self {
+            _lock: lock,
+            cache: shell.dir.join("cache"),
+        };
+        let mut apply = crds.kubectl();
+        apply.args(["apply", "-f", "-"]);
+        let yaml = format!(
             "{}---\n{}",
             elemental_crd("ManagedOSVersionChannel"),
             elemental_crd("ManagedOSVersion")
-        ));
-        run(kubectl()
+        );
+        let out = run_with_stdin(apply, &yaml);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        run(crds
+            .kubectl()
             .args(["wait", "--for=condition=Established", "--timeout=30s"])
             .args(ELEMENTAL_CRD_NAMES.map(|n| format!("crd/{n}"))));
         crds
+    }
+
+    fn kubectl(&self) -> Command {
+        let mut cmd = kubectl();
+        cmd.env("KUBECACHEDIR", &self.cache);
+        cmd
     }
 }
 
 impl Drop for ElementalCrds {
     fn drop(&mut self) {
         let out = output(
-            kubectl()
+            self.kubectl()
                 .args(["delete", "crd", "--ignore-not-found", "--wait=true"])
                 .args(ELEMENTAL_CRD_NAMES),
         );
@@ -1078,8 +1099,9 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
     assert!(demo_cmds.len() >= 4, "{demo_cmds:?}");
     assert_eq!(notes_cmds.len(), 2, "{notes_cmds:?}\n{notes}");
 
-    let _elemental = ElementalCrds::install();
     let shell = Shell::new(watched);
+    // (dropped before the shell: the CRDs go first, whatever happens below)
+    let _elemental = ElementalCrds::install(&shell);
     // Without our group, kubectl picks Elemental's: the commands below would fail.
     let bare = shell.run("kubectl get managedosversionchannels testchannel");
     let stderr = String::from_utf8_lossy(&bare.stderr);
