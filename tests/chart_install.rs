@@ -952,7 +952,7 @@ impl ElementalCrds {
         lock.lock().unwrap();
         let crds = Self {
             _lock: lock,
-            cache: shell.dir.join("cache"),
+            cache: shell.dir.join("install-cache"),
         };
         let mut apply = crds.kubectl();
         apply.args(["apply", "-f", "-"]);
@@ -998,8 +998,9 @@ impl Drop for ElementalCrds {
 }
 
 /// kubectl commands as a user's shell runs them (`sh -c`), with a kubeconfig whose context
-/// namespace is `ns` and an empty discovery cache (kubectl then knows both groups, as on a
-/// cluster where Elemental was installed before).
+/// namespace is `ns` and a discovery cache of its own, first filled once Elemental's group
+/// is served (kubectl then knows both groups, as on a cluster where Elemental was there
+/// first; a cache filled before would hide Elemental's).
 struct Shell {
     dir: std::path::PathBuf,
 }
@@ -1023,6 +1024,11 @@ impl Shell {
     }
 
     fn run(&self, cmd: &str) -> Output {
+        self.run_with_cache(cmd, "cache")
+    }
+
+    /// `run` with the discovery cache `cache` (a directory of the shell's).
+    fn run_with_cache(&self, cmd: &str, cache: &str) -> Output {
         let kubectl_dir = tool("kubectl").parent().unwrap().to_path_buf();
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut dirs = vec![kubectl_dir];
@@ -1031,7 +1037,7 @@ impl Shell {
             .args(["-c", cmd])
             .env("PATH", std::env::join_paths(dirs).unwrap())
             .env("KUBECONFIG", self.dir.join("kubeconfig"))
-            .env("KUBECACHEDIR", self.dir.join("cache"))
+            .env("KUBECACHEDIR", self.dir.join(cache))
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
@@ -1101,14 +1107,28 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
 
     let shell = Shell::new(watched);
     // (dropped before the shell: the CRDs go first, whatever happens below)
+    let window = Instant::now();
     let _elemental = ElementalCrds::install(&shell);
-    // Without our group, kubectl picks Elemental's: the commands below would fail.
-    let bare = shell.run("kubectl get managedosversionchannels testchannel");
-    let stderr = String::from_utf8_lossy(&bare.stderr);
-    assert!(
-        !bare.status.success() && stderr.contains("elemental.cattle.io"),
-        "a bare plural did not resolve to Elemental's group: the check below proves nothing\n{stderr}"
-    );
+    // Without our group, kubectl picks Elemental's (once its discovery shows Elemental's
+    // group: a fresh cache per try): the commands below would then miss our objects.
+    let start = Instant::now();
+    for attempt in 0.. {
+        let bare = shell.run_with_cache(
+            "kubectl get managedosversionchannel testchannel",
+            &format!("bare-{attempt}"),
+        );
+        let stderr = String::from_utf8_lossy(&bare.stderr);
+        if !bare.status.success() && stderr.contains("elemental.cattle.io") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "a bare name does not resolve to Elemental's group: the check below would prove \
+             nothing\n{}{stderr}",
+            String::from_utf8_lossy(&bare.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let mut failed = Vec::new();
     for cmd in readme_cmds.iter().chain(&demo_cmds).chain(&notes_cmds) {
         let out = shell.run(cmd);
@@ -1126,6 +1146,11 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
             ));
         }
     }
+    eprintln!(
+        "{} commands beside Elemental's CRDs, installed for {:?}",
+        readme_cmds.len() + demo_cmds.len() + notes_cmds.len(),
+        window.elapsed()
+    );
     assert!(
         failed.is_empty(),
         "beside Elemental's CRDs these did not show the operator's objects \

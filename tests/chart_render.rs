@@ -1403,13 +1403,16 @@ fn kubectl_commands_name_our_resources_unambiguously() {
         ["managedosversionchannels", "managedosversion"]
     );
     let script = "x=$(kubectl -n a get managedosversionchannel c \\\n\t-o name 2>/dev/null || true)\n\
-                  kubectl wait crd/managedosversions.rancheros.cattle.io >/dev/null\n";
+                  kubectl wait crd/managedosversions.rancheros.cattle.io >/dev/null\n\
+                  echo \"\\$ kubectl get mosv\"\nkubectl annotate mosvc c a=\"$(date)\" >/dev/null\n";
     let cmds = kubectl_commands(script, false);
     assert_eq!(
         cmds,
         [
             "kubectl -n a get managedosversionchannel c -o name",
-            "kubectl wait crd/managedosversions.rancheros.cattle.io"
+            "kubectl wait crd/managedosversions.rancheros.cattle.io",
+            "kubectl get mosv",
+            "kubectl annotate mosvc c a=\"$(date)\"",
         ]
     );
     assert_eq!(

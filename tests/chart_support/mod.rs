@@ -333,7 +333,11 @@ pub fn kubectl_commands(text: &str, markdown: bool) -> Vec<String> {
                 .filter_map(|stop| cmd.find(stop))
                 .min()
                 .unwrap_or(cmd.len());
-            let cmd = cmd[..end].trim_end_matches('"').trim();
+            let mut cmd = cmd[..end].trim();
+            // An echoed command ends with the echo's closing quote.
+            if cmd.matches('"').count() % 2 == 1 {
+                cmd = cmd.strip_suffix('"').unwrap_or(cmd);
+            }
             out.push(cmd.split_whitespace().collect::<Vec<_>>().join(" "));
             rest = &rest[at + end.max(1)..];
         }
