@@ -1,5 +1,6 @@
-//! `rancheros-operator`: one binary, five subcommands (`operator`, `display`, `validate`,
-//! and `sync` and `status` for users, see docs/cli.md).
+//! `rancheros-operator`: one binary: `operator`, `display` (internal: it runs in syncer
+//! pods), `validate`, and for users against a cluster `sync`, `status`, `suspend`,
+//! `resume`, `check`, plus `completion` (see docs/cli.md).
 //! Exit codes: 0 success, 1 the work failed, 2 a usage error (from clap).
 
 #![deny(
@@ -33,6 +34,9 @@ enum Command {
     /// Reconcile ManagedOSVersionChannels into ManagedOSVersions.
     Operator(Box<operator::OperatorArgs>),
     /// Print a channel data file, then stay up until SIGTERM/SIGINT (runs in syncer pods).
+    ///
+    /// Internal: the operator runs it in the pods it creates; hidden from --help.
+    #[command(hide = true)]
     Display {
         /// The file the runner container wrote.
         #[arg(long, env = "FILE")]
@@ -56,7 +60,34 @@ enum Command {
     /// failed or its outcome did not come within --timeout, 2 on a usage error.
     Sync(cli::sync::SyncArgs),
     /// Show channels as a table: ready, reason, versions, revision, last and next sync.
+    ///
+    /// With --watch, print again whenever a channel changes (until interrupted).
     Status(cli::status::StatusArgs),
+    /// Pause a channel (spec.suspend: true): no syncs, versions left as they are.
+    Suspend(cli::suspend::SuspendArgs),
+    /// Resume a suspended channel (spec.suspend: false).
+    Resume(cli::suspend::SuspendArgs),
+    /// Check a cluster before an install or upgrade: the CRDs match this binary, the
+    /// operator's RBAC is in place, a leader holds the Lease.
+    ///
+    /// One line per check; exit code 0 when all pass, 1 when any fails.
+    Check(cli::check::CheckArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    ///
+    /// bash: `source <(rancheros-operator completion bash)`; zsh: write it as `_rancheros-operator`
+    /// in a directory of $fpath; fish: write it to ~/.config/fish/completions/rancheros-operator.fish.
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells `completion` writes for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 fn main() -> ExitCode {
@@ -146,6 +177,43 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 "status",
                 rt.block_on(cli::status::run(args, &mut out, &mut std::io::stderr())),
             )?;
+        }
+        Command::Suspend(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            cli_result(
+                "suspend",
+                rt.block_on(cli::suspend::run(args, true, &mut out)),
+            )?;
+        }
+        Command::Resume(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            cli_result(
+                "resume",
+                rt.block_on(cli::suspend::run(args, false, &mut out)),
+            )?;
+        }
+        Command::Check(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            let failed = cli_result("check", rt.block_on(cli::check::run(args, &mut out)))?;
+            if !failed.is_empty() {
+                eprintln!(
+                    "error: the cluster is not ready for this operator: {} failed",
+                    failed.join(", ")
+                );
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Completion { shell } => {
+            let shell = match shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "rancheros-operator", &mut out);
         }
     }
     Ok(ExitCode::SUCCESS)
