@@ -213,10 +213,27 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 Shell::Fish => clap_complete::Shell::Fish,
             };
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "rancheros-operator", &mut out);
+            clap_complete::generate(shell, &mut public_command(), "rancheros-operator", &mut out);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command tree without its hidden subcommands (`display`): clap_complete offers hidden
+/// subcommands too, and clap cannot remove one, so the visible ones are copied over.
+fn public_command() -> clap::Command {
+    let root = Cli::command();
+    let mut public = clap::Command::new("rancheros-operator")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(root.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for arg in root.get_arguments() {
+        public = public.arg(arg.clone());
+    }
+    for sub in root.get_subcommands().filter(|s| !s.is_hide_set()) {
+        public = public.subcommand(sub.clone());
+    }
+    public
 }
 
 fn current_thread() -> eyre::Result<tokio::runtime::Runtime> {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::output::{self, Format};
 use super::rbac::{self, Access, Placement};
-use super::{CliError, ClusterArgs, Scope};
+use super::{CliError, ClusterArgs};
 use crate::crds;
 use crate::text;
 
@@ -84,7 +84,7 @@ pub async fn run(args: CheckArgs, out: &mut impl std::io::Write) -> Result<Vec<S
     let scope = wanted.resolve(client.default_namespace());
     let mut checks = crd_checks(&client).await?;
     let place = Placement {
-        channels: scope.namespace().filter(|_| scope != Scope::All),
+        channels: scope.namespace(),
         lease: args.leader_election.then_some((
             args.operator_namespace.as_str(),
             args.leader_election_lease.as_str(),
@@ -92,7 +92,7 @@ pub async fn run(args: CheckArgs, out: &mut impl std::io::Write) -> Result<Vec<S
     };
     let (user, groups) =
         rbac::service_account_user(&args.operator_namespace, &args.service_account);
-    for part in rbac::parts(&place).map_err(CliError::Usage)? {
+    for part in rbac::parts(&place).map_err(CliError::Defect)? {
         let result = granted(&client, &part.accesses, &user, &groups).await;
         checks.push(Check::new(part.title, result));
     }

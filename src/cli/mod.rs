@@ -58,6 +58,9 @@ pub enum CliError {
     Watch { what: String, message: String },
     #[error("cannot write the output: {0}")]
     Output(std::io::Error),
+    /// A defect of this build (what it embeds does not parse); its tests catch it.
+    #[error("{0}")]
+    Defect(String),
 }
 
 impl CliError {

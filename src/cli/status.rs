@@ -66,7 +66,12 @@ fn print(
         return super::write_out(out, &output::document(format, &doc, stream));
     }
     if views.is_empty() {
-        return writeln!(err, "no channels in {}", scope.describe()).map_err(CliError::Output);
+        // Only `--watch` gets here for one channel: it was deleted while watched.
+        let note = match scope {
+            Scope::Channel(t) => format!("channel {t} not found"),
+            _ => format!("no channels in {}", scope.describe()),
+        };
+        return writeln!(err, "{note}").map_err(CliError::Output);
     }
     super::write_out(out, &super::table::render_views(views, Timestamp::now()))
 }
