@@ -178,22 +178,8 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 rt.block_on(cli::status::run(args, &mut out, &mut std::io::stderr())),
             )?;
         }
-        Command::Suspend(args) => {
-            let rt = current_thread()?;
-            let mut out = std::io::stdout().lock();
-            cli_result(
-                "suspend",
-                rt.block_on(cli::suspend::run(args, true, &mut out)),
-            )?;
-        }
-        Command::Resume(args) => {
-            let rt = current_thread()?;
-            let mut out = std::io::stdout().lock();
-            cli_result(
-                "resume",
-                rt.block_on(cli::suspend::run(args, false, &mut out)),
-            )?;
-        }
+        Command::Suspend(args) => set_suspend("suspend", args, true)?,
+        Command::Resume(args) => set_suspend("resume", args, false)?,
         Command::Check(args) => {
             let rt = current_thread()?;
             let mut out = std::io::stdout().lock();
@@ -217,6 +203,16 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `suspend` and `resume`.
+fn set_suspend(name: &str, args: cli::suspend::SuspendArgs, suspend: bool) -> eyre::Result<()> {
+    let rt = current_thread()?;
+    let mut out = std::io::stdout().lock();
+    cli_result(
+        name,
+        rt.block_on(cli::suspend::run(args, suspend, &mut out)),
+    )
 }
 
 /// The command tree without its hidden subcommands (`display`): clap_complete offers hidden

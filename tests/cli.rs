@@ -191,27 +191,7 @@ const CLI_LIMIT: Duration = Duration::from_secs(300);
 /// Runs the binary with the test's kubeconfig; fails the test if it does not exit within
 /// `limit` (a hang must fail, not stall the suite).
 async fn cli(args: &[&str], limit: Duration) -> Output {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut child = bin()
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = read_all(child.stdout.take().unwrap());
-        let err = read_all(child.stderr.take().unwrap());
-        let status = wait_with_limit(&mut child, limit)
-            .unwrap_or_else(|| panic!("{args:?} did not exit within {limit:?}"));
-        Output {
-            status,
-            stdout: out.join().unwrap(),
-            stderr: err.join().unwrap(),
-        }
-    })
-    .await
-    .unwrap()
+    cli_env(args, &[], limit).await
 }
 
 fn read_all(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
@@ -608,7 +588,7 @@ async fn sync_wait_during_a_running_sync_reports_the_next_one() {
 
 // ---- output formats, namespaces and contexts, suspend/resume, watch, completion, check ----
 
-/// Runs the binary (see [`cli`]) with extra environment.
+/// [`cli`] with extra environment.
 async fn cli_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let env: Vec<(String, String)> = env

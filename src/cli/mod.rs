@@ -231,6 +231,37 @@ pub fn namespace_of(
     }
 }
 
+/// The channels a command acts on: one, or `--all` of a namespace (or of all).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Channels {
+    /// The channel: NAMESPACE/CHANNEL, or CHANNEL with --namespace (default: the
+    /// kubeconfig context's namespace).
+    #[arg(
+        value_name = "NAMESPACE/CHANNEL",
+        value_parser = parse_channel,
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub channel: Option<ChannelArg>,
+    /// Every channel in the namespace given with --namespace (or, with --all-namespaces,
+    /// in every namespace).
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl Channels {
+    /// The scope these and `cluster` ask for; `--all` needs a namespace said outright.
+    pub fn wanted(&self, cluster: &ClusterArgs) -> Result<Wanted, CliError> {
+        let wanted = cluster.wanted(self.channel.as_ref())?;
+        if self.all && !wanted.explicit() {
+            return Err(CliError::Usage(
+                "--all needs --namespace NAMESPACE (or --all-namespaces)".into(),
+            ));
+        }
+        Ok(wanted)
+    }
+}
+
 /// The options every cluster command takes.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ClusterArgs {

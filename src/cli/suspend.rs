@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::output::{self, Format};
 use super::sync::target_of;
-use super::{ChannelArg, CliError, ClusterArgs};
+use super::{CliError, ClusterArgs};
 use crate::api::ManagedOSVersionChannel;
 
 /// The field manager of `spec.suspend` as these commands write it.
@@ -17,19 +17,8 @@ const FIELD_MANAGER: &str = "rancheros-operator-cli";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SuspendArgs {
-    /// The channel: NAMESPACE/CHANNEL, or CHANNEL with --namespace (default: the
-    /// kubeconfig context's namespace).
-    #[arg(
-        value_name = "NAMESPACE/CHANNEL",
-        value_parser = super::parse_channel,
-        required_unless_present = "all",
-        conflicts_with = "all"
-    )]
-    pub channel: Option<ChannelArg>,
-    /// Every channel in the namespace given with --namespace (or, with --all-namespaces,
-    /// in every namespace).
-    #[arg(long)]
-    pub all: bool,
+    #[command(flatten)]
+    pub channels: super::Channels,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -65,12 +54,7 @@ pub async fn run(
     suspend: bool,
     out: &mut impl std::io::Write,
 ) -> Result<(), CliError> {
-    let wanted = args.cluster.wanted(args.channel.as_ref())?;
-    if args.all && !wanted.explicit() {
-        return Err(CliError::Usage(
-            "--all needs --namespace NAMESPACE (or --all-namespaces)".into(),
-        ));
-    }
+    let wanted = args.channels.wanted(&args.cluster)?;
     let client = args.cluster.client().await?;
     let scope = wanted.resolve(client.default_namespace());
     let found = super::read_channels(&client, &scope).await?;

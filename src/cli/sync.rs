@@ -17,7 +17,7 @@ use super::output::{self, Format};
 use super::progress::Progress;
 use super::report::{Outcome, SyncDocument, SyncResult};
 use super::wait::Waits;
-use super::{ChannelArg, CliError, ClusterArgs, Scope, Target};
+use super::{CliError, ClusterArgs, Scope, Target};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION,
 };
@@ -29,19 +29,8 @@ const FIELD_MANAGER: &str = "rancheros-operator-sync";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SyncArgs {
-    /// The channel: NAMESPACE/CHANNEL, or CHANNEL with --namespace (default: the
-    /// kubeconfig context's namespace).
-    #[arg(
-        value_name = "NAMESPACE/CHANNEL",
-        value_parser = super::parse_channel,
-        required_unless_present = "all",
-        conflicts_with = "all"
-    )]
-    pub channel: Option<ChannelArg>,
-    /// Sync every channel in the namespace given with --namespace (or, with
-    /// --all-namespaces, in every namespace).
-    #[arg(long)]
-    pub all: bool,
+    #[command(flatten)]
+    pub channels: super::Channels,
     /// Wait for the outcome and print what changed; exit 1 if the sync failed.
     #[arg(long)]
     pub wait: bool,
@@ -56,12 +45,7 @@ pub struct SyncArgs {
 /// already reported on stderr).
 pub async fn run(args: SyncArgs) -> Result<bool, CliError> {
     // A usage error before any look at the cluster.
-    let wanted = args.cluster.wanted(args.channel.as_ref())?;
-    if args.all && !wanted.explicit() {
-        return Err(CliError::Usage(
-            "--all needs --namespace NAMESPACE (or --all-namespaces)".into(),
-        ));
-    }
+    let wanted = args.channels.wanted(&args.cluster)?;
     let client = args.cluster.client().await?;
     let scope = wanted.resolve(client.default_namespace());
     let found = super::read_channels(&client, &scope).await?;
