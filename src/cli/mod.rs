@@ -260,6 +260,22 @@ impl Channels {
         }
         Ok(wanted)
     }
+
+    /// Connects and reads the channels asked for (none found is an error).
+    pub async fn find(
+        &self,
+        cluster: &ClusterArgs,
+    ) -> Result<(Client, Scope, Vec<crate::api::ManagedOSVersionChannel>), CliError> {
+        // A usage error before any look at the cluster.
+        let wanted = self.wanted(cluster)?;
+        let client = cluster.client().await?;
+        let scope = wanted.resolve(client.default_namespace());
+        let found = read_channels(&client, &scope).await?;
+        if found.is_empty() {
+            return Err(CliError::NoChannels(scope.describe()));
+        }
+        Ok((client, scope, found))
+    }
 }
 
 /// The options every cluster command takes.

@@ -54,13 +54,7 @@ pub async fn run(
     suspend: bool,
     out: &mut impl std::io::Write,
 ) -> Result<(), CliError> {
-    let wanted = args.channels.wanted(&args.cluster)?;
-    let client = args.cluster.client().await?;
-    let scope = wanted.resolve(client.default_namespace());
-    let found = super::read_channels(&client, &scope).await?;
-    if found.is_empty() {
-        return Err(CliError::NoChannels(scope.describe()));
-    }
+    let (client, _, found) = args.channels.find(&args.cluster).await?;
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()

@@ -44,14 +44,7 @@ pub struct SyncArgs {
 /// Runs `sync`; `Ok(false)` when a sync failed or its outcome did not come in time (each
 /// already reported on stderr).
 pub async fn run(args: SyncArgs) -> Result<bool, CliError> {
-    // A usage error before any look at the cluster.
-    let wanted = args.channels.wanted(&args.cluster)?;
-    let client = args.cluster.client().await?;
-    let scope = wanted.resolve(client.default_namespace());
-    let found = super::read_channels(&client, &scope).await?;
-    if found.is_empty() {
-        return Err(CliError::NoChannels(scope.describe()));
-    }
+    let (client, scope, found) = args.channels.find(&args.cluster).await?;
     let before = if args.wait {
         version_snapshots(&client, &scope, &found).await?
     } else {
