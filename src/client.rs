@@ -17,6 +17,28 @@ pub enum ClientError {
     Config(String),
     #[error("--context {0} needs a kubeconfig, and none was found ($KUBECONFIG, ~/.kube/config)")]
     ContextWithoutKubeconfig(String),
+    #[error("the kubeconfig has no context {context} (it has: {known})")]
+    UnknownContext { context: String, known: String },
+}
+
+/// A context named on the command line must be in the kubeconfig (kube-rs would say
+/// "failed to load current context").
+fn has_context(kubeconfig: &Kubeconfig, context: Option<&str>) -> Result<(), ClientError> {
+    let Some(context) = context else {
+        return Ok(());
+    };
+    if kubeconfig.contexts.iter().any(|c| c.name == context) {
+        return Ok(());
+    }
+    let names: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    Err(ClientError::UnknownContext {
+        context: context.into(),
+        known: crate::text::list(&names, ", "),
+    })
 }
 
 /// Where the client's configuration comes from.
@@ -41,15 +63,19 @@ pub async fn client(source: Source<'_>) -> Result<Client, ClientError> {
                 path: path.display().to_string(),
                 message: e.to_string(),
             })?;
+            has_context(&kubeconfig, source.context)?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
                 .map_err(config_error)?
         }
         // A context is a kubeconfig's: no in-cluster fallback.
         (None, Some(context)) => match Kubeconfig::read() {
-            Ok(kubeconfig) => Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(config_error)?,
+            Ok(kubeconfig) => {
+                has_context(&kubeconfig, Some(context))?;
+                Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(config_error)?
+            }
             Err(_) => return Err(ClientError::ContextWithoutKubeconfig(context.into())),
         },
         (None, None) => Config::infer()
@@ -57,4 +83,24 @@ pub async fn client(source: Source<'_>) -> Result<Client, ClientError> {
             .map_err(|e| ClientError::Config(e.to_string()))?,
     };
     Client::try_from(config).map_err(|e| ClientError::Config(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_must_be_in_the_kubeconfig() {
+        let kubeconfig: Kubeconfig = serde_json::from_value(serde_json::json!({
+            "contexts": [{"name": "a", "context": {"cluster": "c", "user": "u"}},
+                         {"name": "b", "context": {"cluster": "c", "user": "u"}}]
+        }))
+        .unwrap();
+        assert!(has_context(&kubeconfig, None).is_ok());
+        assert!(has_context(&kubeconfig, Some("b")).is_ok());
+        assert_eq!(
+            has_context(&kubeconfig, Some("x")).unwrap_err().to_string(),
+            "the kubeconfig has no context x (it has: a, b)"
+        );
+    }
 }

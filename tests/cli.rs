@@ -952,7 +952,8 @@ async fn namespaces_come_from_n_a_or_the_context_and_context_picks_one() {
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     assert!(
         stderr(&o).starts_with("error: cannot load the Kubernetes client configuration")
-            && stderr(&o).contains("nowhere"),
+            && stderr(&o).contains("the kubeconfig has no context nowhere (it has: ")
+            && stderr(&o).contains("elsewhere"),
         "{}",
         stderr(&o)
     );
