@@ -1152,6 +1152,16 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
     objects
 }
 
+/// An operator process that a failing test must not leave running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The `FAIL` lines of `check`'s output.
 fn failed_checks(o: &Output) -> Vec<String> {
     stdout(o)
@@ -1182,7 +1192,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         })
         .await;
     let lease_ns = t.ns.clone();
-    let mut op = t.spawn_operator(
+    let mut op = KillOnDrop(t.spawn_operator(
         &[
             "--leader-election=true",
             "--leader-election-namespace",
@@ -1191,7 +1201,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
             lease,
         ],
         &[],
-    );
+    ));
     t.eventually("the operator to hold the Lease", SYNC, || async {
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(t.client.clone(), &t.ns);
@@ -1277,9 +1287,9 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
 
     // The operator stops and hands the Lease back: no leader.
     let _ = Command::new("kill")
-        .args(["-TERM", &op.id().to_string()])
+        .args(["-TERM", &op.0.id().to_string()])
         .status();
-    let _ = op.wait();
+    let _ = op.0.wait();
     let o = cli_env(&args, &[(CHECK_GROUP_ENV, &good.group)], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert_eq!(
