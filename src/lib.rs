@@ -3,8 +3,9 @@
 //! Module map: `api` (the CRD types), `config` (a channel's spec, checked), `channel` (the
 //! channel data rules, shared with `validate`), `syncer` (the pure decision core),
 //! `controller` (the kube-rs controller that performs the decisions), `display` and
-//! `validate` (the other two subcommands), `cli` (`sync` and `status`, run by users against
-//! a cluster), `metrics`, `duration` and `stop` (signals).
+//! `validate` (the other two subcommands), `cli` (`sync`, `status`, `suspend`, `resume`,
+//! `check`, run by users against a cluster), `client` (the kube client every command builds
+//! alike), `metrics`, `duration` and `stop` (signals).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
 // that remain carry an `allow` with the reason the invariant holds. Arithmetic too: an
@@ -24,6 +25,7 @@
 pub mod api;
 pub mod channel;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod controller;
 pub mod crds;

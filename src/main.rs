@@ -1,5 +1,6 @@
-//! `rancheros-operator`: one binary, five subcommands (`operator`, `display`, `validate`,
-//! and `sync` and `status` for users, see docs/cli.md).
+//! `rancheros-operator`: one binary: `operator`, `display` (internal: it runs in syncer
+//! pods), `validate`, and for users against a cluster `sync`, `status`, `suspend`,
+//! `resume`, `check`, plus `completion` (see docs/cli.md).
 //! Exit codes: 0 success, 1 the work failed, 2 a usage error (from clap).
 
 #![deny(
@@ -33,6 +34,9 @@ enum Command {
     /// Reconcile ManagedOSVersionChannels into ManagedOSVersions.
     Operator(Box<operator::OperatorArgs>),
     /// Print a channel data file, then stay up until SIGTERM/SIGINT (runs in syncer pods).
+    ///
+    /// Internal: the operator runs it in the pods it creates; hidden from --help.
+    #[command(hide = true)]
     Display {
         /// The file the runner container wrote.
         #[arg(long, env = "FILE")]
@@ -56,6 +60,8 @@ enum Command {
     /// failed or its outcome did not come within --timeout, 2 on a usage error.
     Sync(cli::sync::SyncArgs),
     /// Show channels as a table: ready, reason, versions, revision, last and next sync.
+    ///
+    /// With --watch, print again whenever a channel changes (until interrupted).
     Status(cli::status::StatusArgs),
     /// GET an HTTP URL until it answers 2xx (the chart's `helm test` pod; the image has no curl).
     #[command(hide = true)]
@@ -65,6 +71,31 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration::parse)]
         timeout: std::time::Duration,
     },
+    /// Pause a channel (spec.suspend: true): no syncs, versions left as they are.
+    Suspend(cli::suspend::SuspendArgs),
+    /// Resume a suspended channel (spec.suspend: false).
+    Resume(cli::suspend::SuspendArgs),
+    /// Check a cluster before an install or upgrade: the CRDs match this binary, the
+    /// operator's RBAC is in place, a leader holds the Lease.
+    ///
+    /// One line per check; exit code 0 when all pass, 1 when any fails.
+    Check(cli::check::CheckArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    ///
+    /// bash: `source <(rancheros-operator completion bash)`; zsh: write it as `_rancheros-operator`
+    /// in a directory of $fpath; fish: write it to ~/.config/fish/completions/rancheros-operator.fish.
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells `completion` writes for.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 fn main() -> ExitCode {
@@ -160,8 +191,58 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             let code = rt.block_on(probe::run(&url, timeout))?;
             println!("GET {url}: HTTP {code}");
         }
+        Command::Suspend(args) => set_suspend("suspend", args, true)?,
+        Command::Resume(args) => set_suspend("resume", args, false)?,
+        Command::Check(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            let failed = cli_result("check", rt.block_on(cli::check::run(args, &mut out)))?;
+            if !failed.is_empty() {
+                eprintln!(
+                    "error: the cluster is not ready for this operator: {} failed",
+                    failed.join(", ")
+                );
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Completion { shell } => {
+            let shell = match shell {
+                Shell::Bash => clap_complete::Shell::Bash,
+                Shell::Zsh => clap_complete::Shell::Zsh,
+                Shell::Fish => clap_complete::Shell::Fish,
+            };
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut public_command(), "rancheros-operator", &mut out);
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `suspend` and `resume`.
+fn set_suspend(name: &str, args: cli::suspend::SuspendArgs, suspend: bool) -> eyre::Result<()> {
+    let rt = current_thread()?;
+    let mut out = std::io::stdout().lock();
+    cli_result(
+        name,
+        rt.block_on(cli::suspend::run(args, suspend, &mut out)),
+    )
+}
+
+/// The command tree without its hidden subcommands (`display`): clap_complete offers hidden
+/// subcommands too, and clap cannot remove one, so the visible ones are copied over.
+fn public_command() -> clap::Command {
+    let root = Cli::command();
+    let mut public = clap::Command::new("rancheros-operator")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(root.get_about().cloned().unwrap_or_default())
+        .subcommand_required(true);
+    for arg in root.get_arguments() {
+        public = public.arg(arg.clone());
+    }
+    for sub in root.get_subcommands().filter(|s| !s.is_hide_set()) {
+        public = public.subcommand(sub.clone());
+    }
+    public
 }
 
 fn current_thread() -> eyre::Result<tokio::runtime::Runtime> {

@@ -8,88 +8,17 @@
 
 mod common;
 
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use common::TestNs;
+use common::test_crds::TestCrds;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionSpec,
-};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionSpec;
 use kube::api::{Api, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use rancheros_operator::crds::{self, CHECK_GROUP_ENV, SCHEMA_HASH_ANNOTATION};
 use serde_json::json;
-
-/// Test CRDs under their own group; deleted when dropped, even when the test fails.
-struct TestCrds {
-    group: String,
-    names: Vec<String>,
-}
-
-impl TestCrds {
-    /// `test`: a short DNS label.
-    fn group(test: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        Self {
-            group: format!("{test}-{nanos:x}.crd-check.rancheros-tests.example"),
-            names: Vec::new(),
-        }
-    }
-
-    /// Creates this build's CRDs under the test group, with `hash(spec)` of the real spec as
-    /// the schema-hash annotation (`None`: no annotation), and waits until they serve.
-    async fn create(
-        &mut self,
-        client: &kube::Client,
-        hash: impl Fn(&CustomResourceDefinitionSpec) -> Option<String>,
-    ) {
-        let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for mut crd in crds::crds() {
-            // The hash of this build's spec, as a release's CRD carries it; only the name
-            // and group change below.
-            let annotation = hash(&crd.spec);
-            crd.spec.group = self.group.clone();
-            let name = format!("{}.{}", crd.spec.names.plural, self.group);
-            crd.metadata.name = Some(name.clone());
-            let annotations = crd
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default);
-            annotations.remove(SCHEMA_HASH_ANNOTATION);
-            if let Some(h) = annotation {
-                annotations.insert(SCHEMA_HASH_ANNOTATION.into(), h);
-            }
-            api.create(&PostParams::default(), &crd)
-                .await
-                .unwrap_or_else(|e| panic!("creating the test CRD {name}: {e}"));
-            self.names.push(name.clone());
-            tokio::time::timeout(
-                Duration::from_secs(60),
-                await_condition(api.clone(), &name, conditions::is_crd_established()),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("the test CRD {name} is not established after 60s"))
-            .unwrap();
-        }
-    }
-}
-
-impl Drop for TestCrds {
-    fn drop(&mut self) {
-        if self.names.is_empty() {
-            return;
-        }
-        let _ = Command::new("kubectl")
-            .args(["delete", "crd", "--ignore-not-found", "--wait=false"])
-            .args(&self.names)
-            .status();
-    }
-}
 
 /// The expected hash of one of this build's CRDs, by plural name.
 fn expected_hash(plural: &str) -> String {

@@ -50,8 +50,9 @@ pub fn snapshot<'a>(versions: impl IntoIterator<Item = &'a ManagedOSVersion>) ->
         .collect()
 }
 
-/// Names by what happened to them, each list sorted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Names by what happened to them, each list sorted (also the `changes` of `sync -o
+/// json|yaml`: the field names are part of its contract).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Changes {
     pub created: Vec<String>,
     pub updated: Vec<String>,

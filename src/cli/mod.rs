@@ -1,21 +1,33 @@
 //! The commands a user runs against a cluster: `sync` (ask the operator for a sync, and
-//! wait for its outcome) and `status` (a table of channels). Both read only what the
-//! operator already publishes (the channel's status, its versions) and write one thing,
-//! the sync-request annotation, so a user needs no more than get/list/watch/patch on
-//! channels and list on versions (docs/cli.md).
+//! wait for its outcome), `status` (a table of channels), `suspend` and `resume` (set
+//! `spec.suspend`) and `check` (is the cluster ready for this binary's operator). They
+//! read what the operator publishes (the channel's status, its versions) and write only
+//! the sync-request annotation and `spec.suspend`, so a user needs no more than
+//! get/list/watch/patch on channels and list on versions (docs/cli.md).
 //!
 //! Rooms: `outcome` (when a requested sync has finished, and how: pure), `changes` (what a
-//! sync changed, from the versions before and after: pure), `table` (the status table:
-//! pure), `progress` (the spinner or plain progress lines), `sync` and `status` (the I/O).
+//! sync changed, from the versions before and after: pure), `view` and `table` (what
+//! `status` shows, and as a table: pure), `output` (`-o`), `progress` (the spinner or
+//! plain progress lines), `report` (what `sync` reports: pure), `rbac` and `lease` (what `check` expects: pure),
+//! and the I/O:
+//! `sync` (with `wait`), `status`, `suspend`, `check`.
 
 pub mod changes;
+pub mod check;
+pub mod lease;
 pub mod outcome;
+pub mod output;
 mod progress;
+pub mod rbac;
+pub mod report;
 pub mod status;
+pub mod suspend;
 pub mod sync;
 pub mod table;
+pub mod view;
+mod wait;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kube::Client;
 
@@ -30,7 +42,8 @@ pub enum CliError {
     Config(String),
     #[error("channel {0} not found")]
     NotFound(String),
-    #[error("no channels in namespace {0}")]
+    /// Where it looked: `namespace NS`, `any namespace`.
+    #[error("no channels in {0}")]
     NoChannels(String),
     #[error(
         "the ManagedOSVersionChannel CRD is not installed in the cluster; apply crds/ (or install the Helm chart) first"
@@ -45,6 +58,9 @@ pub enum CliError {
     Watch { what: String, message: String },
     #[error("cannot write the output: {0}")]
     Output(std::io::Error),
+    /// A defect of this build (what it embeds does not parse); its tests catch it.
+    #[error("{0}")]
+    Defect(String),
 }
 
 impl CliError {
@@ -123,6 +139,82 @@ pub enum Scope {
     All,
 }
 
+impl Scope {
+    /// The namespace to look in (`None`: all).
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Scope::Channel(t) => Some(&t.namespace),
+            Scope::Namespace(ns) => Some(ns),
+            Scope::All => None,
+        }
+    }
+
+    /// How errors and notes name where the command looked.
+    pub fn describe(&self) -> String {
+        match self {
+            Scope::Channel(t) => format!("channel {t}"),
+            Scope::Namespace(ns) => format!("namespace {ns}"),
+            Scope::All => "any namespace".into(),
+        }
+    }
+}
+
+/// The scope the arguments ask for, before the kubeconfig context's namespace is known
+/// (checked before any look at the cluster: a usage error is its message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    channel: Option<String>,
+    namespace: Option<String>,
+    all_namespaces: bool,
+}
+
+impl Wanted {
+    /// `channel` (if any), `-n` and `-A` together; the channel's namespace and `-n` must
+    /// agree, and `-A` goes with no channel.
+    pub fn new(
+        channel: Option<&ChannelArg>,
+        namespace: Option<&str>,
+        all_namespaces: bool,
+    ) -> Result<Self, String> {
+        if all_namespaces && let Some(c) = channel {
+            let shown = match &c.namespace {
+                Some(ns) => format!("{ns}/{}", c.name),
+                None => c.name.clone(),
+            };
+            return Err(format!(
+                "the channel {shown} cannot be used with --all-namespaces; give one or the other"
+            ));
+        }
+        Ok(Wanted {
+            channel: channel.map(|c| c.name.clone()),
+            namespace: namespace_of(channel, namespace)?,
+            all_namespaces,
+        })
+    }
+
+    /// The scope, the namespace defaulting to the kubeconfig context's.
+    pub fn resolve(&self, context_namespace: &str) -> Scope {
+        let namespace = || {
+            self.namespace
+                .clone()
+                .unwrap_or_else(|| context_namespace.to_string())
+        };
+        match (&self.channel, self.all_namespaces) {
+            (Some(name), _) => Scope::Channel(Target {
+                namespace: namespace(),
+                name: name.clone(),
+            }),
+            (None, true) => Scope::All,
+            (None, false) => Scope::Namespace(namespace()),
+        }
+    }
+
+    /// Whether a namespace was named (`-n`, or the channel's), or `-A` given.
+    pub fn explicit(&self) -> bool {
+        self.namespace.is_some() || self.all_namespaces
+    }
+}
+
 /// The namespace of a channel argument and `--namespace`, which must agree when both are
 /// given (else a usage error, returned as its message). `None`: neither says.
 pub fn namespace_of(
@@ -139,20 +231,132 @@ pub fn namespace_of(
     }
 }
 
-/// A client with the operator's rules (see [`crate::operator::kube_client`]).
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, CliError> {
-    crate::operator::kube_client(kubeconfig)
-        .await
-        .map_err(CliError::Config)
+/// The channels a command acts on: one, or `--all` of a namespace (or of all).
+#[derive(clap::Args, Debug, Clone)]
+pub struct Channels {
+    /// The channel: NAMESPACE/CHANNEL, or CHANNEL with --namespace (default: the
+    /// kubeconfig context's namespace).
+    #[arg(
+        value_name = "NAMESPACE/CHANNEL",
+        value_parser = parse_channel,
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub channel: Option<ChannelArg>,
+    /// Every channel in the namespace given with --namespace (or, with --all-namespaces,
+    /// in every namespace).
+    #[arg(long)]
+    pub all: bool,
+}
+
+impl Channels {
+    /// The scope these and `cluster` ask for; `--all` needs a namespace said outright.
+    pub fn wanted(&self, cluster: &ClusterArgs) -> Result<Wanted, CliError> {
+        let wanted = cluster.wanted(self.channel.as_ref())?;
+        if self.all && !wanted.explicit() {
+            return Err(CliError::Usage(
+                "--all needs --namespace NAMESPACE (or --all-namespaces)".into(),
+            ));
+        }
+        Ok(wanted)
+    }
+
+    /// Connects and reads the channels asked for (none found is an error).
+    pub async fn find(
+        &self,
+        cluster: &ClusterArgs,
+    ) -> Result<(Client, Scope, Vec<crate::api::ManagedOSVersionChannel>), CliError> {
+        // A usage error before any look at the cluster.
+        let wanted = self.wanted(cluster)?;
+        let client = cluster.client().await?;
+        let scope = wanted.resolve(client.default_namespace());
+        let found = read_channels(&client, &scope).await?;
+        if found.is_empty() {
+            return Err(CliError::NoChannels(scope.describe()));
+        }
+        Ok((client, scope, found))
+    }
 }
 
 /// The options every cluster command takes.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Debug, Clone, Default)]
 pub struct ClusterArgs {
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
     /// service account).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "CONTEXT")]
+    pub context: Option<String>,
+    /// The namespace (default: the kubeconfig context's namespace).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// All namespaces.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// Output format: `table` for people, `json` or `yaml` for scripts (docs/cli.md).
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: output::Format,
+}
+
+impl ClusterArgs {
+    /// A client for these options (see [`crate::client`]).
+    pub async fn client(&self) -> Result<Client, CliError> {
+        let source = crate::client::Source {
+            kubeconfig: self.kubeconfig.as_deref(),
+            context: self.context.as_deref(),
+        };
+        crate::client::client(source)
+            .await
+            .map_err(|e| CliError::Config(e.to_string()))
+    }
+
+    /// The scope these options and `channel` ask for (a usage error is its message).
+    pub fn wanted(&self, channel: Option<&ChannelArg>) -> Result<Wanted, CliError> {
+        Wanted::new(channel, self.namespace.as_deref(), self.all_namespaces)
+            .map_err(CliError::Usage)
+    }
+}
+
+/// Writes `text` to `out` and flushes it.
+pub fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), CliError> {
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(CliError::Output)
+}
+
+/// The channels of `scope`, one API call (a missing channel is [`CliError::NotFound`]).
+pub async fn read_channels(
+    client: &Client,
+    scope: &Scope,
+) -> Result<Vec<crate::api::ManagedOSVersionChannel>, CliError> {
+    use crate::api::ManagedOSVersionChannel;
+    use kube::Api;
+    match scope {
+        Scope::Channel(target) => {
+            let api: Api<ManagedOSVersionChannel> =
+                Api::namespaced(client.clone(), &target.namespace);
+            let ch = api
+                .get(&target.name)
+                .await
+                .map_err(|e| CliError::api(format!("reading channel {target}"), Some(target), e))?;
+            Ok(vec![ch])
+        }
+        Scope::Namespace(ns) => {
+            let api: Api<ManagedOSVersionChannel> = Api::namespaced(client.clone(), ns);
+            api.list(&Default::default())
+                .await
+                .map(|l| l.items)
+                .map_err(|e| CliError::api(format!("listing channels in namespace {ns}"), None, e))
+        }
+        Scope::All => {
+            let api: Api<ManagedOSVersionChannel> = Api::all(client.clone());
+            api.list(&Default::default())
+                .await
+                .map(|l| l.items)
+                .map_err(|e| CliError::api("listing channels", None, e))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -191,5 +395,36 @@ mod tests {
         assert_eq!(namespace_of(Some(&bare), Some("c")), Ok(Some("c".into())));
         assert_eq!(namespace_of(Some(&bare), None), Ok(None));
         assert_eq!(namespace_of(None, None), Ok(None));
+    }
+
+    #[test]
+    fn scopes_from_the_arguments_and_the_context() {
+        let target = |ns: &str, name: &str| {
+            Scope::Channel(Target {
+                namespace: ns.into(),
+                name: name.into(),
+            })
+        };
+        let scope = |channel: Option<&str>, ns: Option<&str>, all: bool| {
+            let channel = channel.map(|c| parse_channel(c).unwrap());
+            Wanted::new(channel.as_ref(), ns, all).map(|w| w.resolve("ctx"))
+        };
+        assert_eq!(scope(None, None, false), Ok(Scope::Namespace("ctx".into())));
+        assert_eq!(
+            scope(None, Some("n"), false),
+            Ok(Scope::Namespace("n".into()))
+        );
+        assert_eq!(scope(None, None, true), Ok(Scope::All));
+        assert_eq!(scope(Some("c"), None, false), Ok(target("ctx", "c")));
+        assert_eq!(scope(Some("c"), Some("n"), false), Ok(target("n", "c")));
+        assert_eq!(scope(Some("m/c"), None, false), Ok(target("m", "c")));
+        let e = scope(Some("m/c"), None, true).unwrap_err();
+        assert!(
+            e.contains("m/c cannot be used with --all-namespaces"),
+            "{e}"
+        );
+        assert!(scope(Some("m/c"), Some("n"), false).is_err());
+        assert!(!Wanted::new(None, None, false).unwrap().explicit());
+        assert!(Wanted::new(None, None, true).unwrap().explicit());
     }
 }

@@ -1,27 +1,38 @@
-//! `status`: the channels as a table (`table`), read once.
+//! `status`: the channels as a table (`table`) or a document (`view`), read once, or with
+//! `--watch` kept up to date from a watch of the channels and printed again whenever what
+//! it shows changed.
 
-use kube::api::ListParams;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
-use super::{ChannelArg, CliError, ClusterArgs, Target};
+use super::output::{self, Format};
+use super::view::{ChannelView, StatusDocument};
+use super::{ChannelArg, CliError, ClusterArgs, Scope, Target};
 use crate::api::ManagedOSVersionChannel;
+
+/// How often a terminal's table is drawn again with nothing changed, so that its
+/// relative times (`5m ago`, `in 55m`) stay right. Drawing makes no API call.
+const REDRAW: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatusArgs {
     /// One channel: NAMESPACE/CHANNEL, or CHANNEL with --namespace.
     #[arg(value_name = "NAMESPACE/CHANNEL", value_parser = super::parse_channel)]
     pub channel: Option<ChannelArg>,
-    /// The namespace to list (default: the kubeconfig context's namespace).
-    #[arg(short = 'n', long, value_name = "NAMESPACE")]
-    pub namespace: Option<String>,
-    /// List the channels of all namespaces.
-    #[arg(short = 'A', long, conflicts_with_all = ["namespace", "channel"])]
-    pub all_namespaces: bool,
+    /// Keep watching, and print again whenever a channel changes (until interrupted).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
 
-/// Prints the table to `out` (or, when there are no channels, says so on `err`, as
+/// Prints the table or document to `out` (with no channels, a table says so on `err`, as
 /// `kubectl get` does).
 pub async fn run(
     args: StatusArgs,
@@ -29,52 +40,138 @@ pub async fn run(
     err: &mut impl std::io::Write,
 ) -> Result<(), CliError> {
     // A usage error before any look at the cluster.
-    let namespace = super::namespace_of(args.channel.as_ref(), args.namespace.as_deref())
-        .map_err(CliError::Usage)?;
-    let client = super::client(args.cluster.kubeconfig.as_deref()).await?;
-    let namespace = namespace.unwrap_or_else(|| client.default_namespace().to_string());
-    let channels = read(&client, &args, &namespace).await?;
-    if channels.is_empty() {
-        let where_ = if args.all_namespaces {
-            "any namespace".to_string()
-        } else {
-            format!("namespace {namespace}")
-        };
-        return writeln!(err, "no channels in {where_}").map_err(CliError::Output);
+    let wanted = args.cluster.wanted(args.channel.as_ref())?;
+    let client = args.cluster.client().await?;
+    let scope = wanted.resolve(client.default_namespace());
+    let channels = super::read_channels(&client, &scope).await?;
+    let format = args.cluster.output;
+    let views = super::view::views(&channels);
+    if !args.watch {
+        return print(format, &views, false, &scope, out, err);
     }
-    let table = super::table::render(&channels, k8s_openapi::jiff::Timestamp::now());
-    out.write_all(table.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(CliError::Output)
+    watch(&client, &scope, format, views, out, err).await
 }
 
-async fn read(
-    client: &Client,
-    args: &StatusArgs,
-    namespace: &str,
-) -> Result<Vec<ManagedOSVersionChannel>, CliError> {
-    if let Some(channel) = &args.channel {
-        let target = Target {
-            namespace: namespace.into(),
-            name: channel.name.clone(),
-        };
-        let api: Api<ManagedOSVersionChannel> = Api::namespaced(client.clone(), namespace);
-        let ch = api
-            .get(&target.name)
-            .await
-            .map_err(|e| CliError::api(format!("reading channel {target}"), Some(&target), e))?;
-        return Ok(vec![ch]);
+/// Prints `views` once. `stream`: one of a series (`--watch`).
+fn print(
+    format: Format,
+    views: &[ChannelView],
+    stream: bool,
+    scope: &Scope,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<(), CliError> {
+    if format.is_document() {
+        let doc = StatusDocument { channels: views };
+        return super::write_out(out, &output::document(format, &doc, stream));
     }
-    let (api, what): (Api<ManagedOSVersionChannel>, String) = if args.all_namespaces {
-        (Api::all(client.clone()), "listing channels".into())
-    } else {
-        (
-            Api::namespaced(client.clone(), namespace),
-            format!("listing channels in namespace {namespace}"),
-        )
+    if views.is_empty() {
+        // Only `--watch` gets here for one channel: it was deleted while watched.
+        let note = match scope {
+            Scope::Channel(t) => format!("channel {t} not found"),
+            _ => format!("no channels in {}", scope.describe()),
+        };
+        return writeln!(err, "{note}").map_err(CliError::Output);
+    }
+    super::write_out(out, &super::table::render_views(views, Timestamp::now()))
+}
+
+/// Prints the channels now, then again on every change, until the watch fails for good.
+async fn watch(
+    client: &Client,
+    scope: &Scope,
+    format: Format,
+    first: Vec<ChannelView>,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<(), CliError> {
+    let (api, config): (Api<ManagedOSVersionChannel>, _) = match scope {
+        Scope::Channel(t) => (
+            Api::namespaced(client.clone(), &t.namespace),
+            watcher::Config::default().fields(&format!("metadata.name={}", t.name)),
+        ),
+        Scope::Namespace(ns) => (
+            Api::namespaced(client.clone(), ns),
+            watcher::Config::default(),
+        ),
+        Scope::All => (Api::all(client.clone()), watcher::Config::default()),
     };
-    api.list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .map_err(|e| CliError::api(what, None, e))
+    // A terminal shows the table in place; elsewhere (a pipe, a log) each one follows the
+    // last, a blank line between.
+    let screen = format == Format::Table && std::io::stdout().is_terminal();
+    draw(screen, format, &first, scope, out, err)?;
+    let mut shown = first;
+    let mut known: BTreeMap<Target, ChannelView> = BTreeMap::new();
+    let mut listing: BTreeMap<Target, ChannelView> = BTreeMap::new();
+    let mut initialised = false;
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut ticker = tokio::time::interval(REDRAW);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            event = events.next() => {
+                let Some(event) = event else { return Ok(()) };
+                match event {
+                    Ok(watcher::Event::Init) => listing.clear(),
+                    Ok(watcher::Event::InitApply(ch)) => {
+                        let v = ChannelView::of(&ch);
+                        listing.insert(key(&v), v);
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        known = std::mem::take(&mut listing);
+                        initialised = true;
+                    }
+                    Ok(watcher::Event::Apply(ch)) => {
+                        let v = ChannelView::of(&ch);
+                        known.insert(key(&v), v);
+                    }
+                    Ok(watcher::Event::Delete(ch)) => {
+                        known.remove(&key(&ChannelView::of(&ch)));
+                    }
+                    Err(e) => {
+                        if let Some(message) = super::wait::fatal(&e) {
+                            return Err(CliError::Watch {
+                                what: format!("watching channels in {}", scope.describe()),
+                                message,
+                            });
+                        }
+                        // Anything else is retried, with a backoff.
+                        continue;
+                    }
+                }
+                let now: Vec<ChannelView> = known.values().cloned().collect();
+                if initialised && now != shown {
+                    draw(screen, format, &now, scope, out, err)?;
+                    shown = now;
+                }
+            }
+            _ = ticker.tick(), if screen => draw(screen, format, &shown, scope, out, err)?,
+        }
+    }
+}
+
+/// One print of `--watch`: in place on a `screen`, else after the last.
+fn draw(
+    screen: bool,
+    format: Format,
+    views: &[ChannelView],
+    scope: &Scope,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<(), CliError> {
+    if screen {
+        super::write_out(out, "\x1b[H\x1b[2J")?;
+    }
+    print(format, views, true, scope, out, err)?;
+    if format == Format::Table && !screen && !views.is_empty() {
+        super::write_out(out, "\n")?;
+    }
+    Ok(())
+}
+
+fn key(v: &ChannelView) -> Target {
+    Target {
+        namespace: v.namespace.clone(),
+        name: v.name.clone(),
+    }
 }

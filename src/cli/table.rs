@@ -2,12 +2,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 
-use super::outcome::one_line;
-use crate::api::{ManagedOSVersionChannel, READY, RECONCILING, reason};
+use super::view::ChannelView;
+use crate::api::ManagedOSVersionChannel;
 use crate::text;
 
 /// The most of a message a row shows.
@@ -31,63 +29,45 @@ const HEADER: [&str; 9] = [
 
 /// The row of one channel, as of `now`.
 pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
-    let status = ch.status.clone().unwrap_or_default();
-    let ready = status.condition(READY);
-    let syncing = status
-        .condition(RECONCILING)
-        .is_some_and(|c| c.status == "True");
+    row_of(&ChannelView::of(ch), now)
+}
+
+/// The row of one channel's view, as of `now`.
+pub fn row_of(v: &ChannelView, now: Timestamp) -> [String; 9] {
     let dash = || "-".to_string();
-    let next = if syncing {
+    let next = if v.syncing {
         "syncing".to_string()
     } else {
-        status
-            .next_sync_time
-            .as_ref()
-            .map_or_else(dash, |Time(t)| match since(now, *t) {
-                Some(late) if !late.is_zero() => "due".into(),
-                _ => format!("in {}", human(until(now, *t))),
-            })
+        v.next_sync_time.map_or_else(dash, |t| match since(now, t) {
+            Some(late) if !late.is_zero() => "due".into(),
+            _ => format!("in {}", human(until(now, t))),
+        })
     };
-    let mut message = ready.map(|r| one_line(&r.message)).unwrap_or_default();
-    if syncing && let Some(c) = status.condition(RECONCILING) {
-        let doing = one_line(&c.message);
-        // Ready says only that this sync runs (a first sync, a new spec): nothing to add.
-        message = match ready {
-            Some(r) if r.reason != reason::SYNCHRONIZING => {
-                format!("syncing: {doing}; last outcome: {message}")
-            }
-            _ => format!("syncing: {doing}"),
-        };
-    }
     [
-        ch.namespace().unwrap_or_default(),
-        ch.name_any(),
-        ready.map_or_else(|| "Unknown".into(), |r| r.status.clone()),
-        ready.map_or_else(dash, |r| r.reason.clone()),
-        status.synced_versions.map_or_else(dash, |n| n.to_string()),
-        status
-            .source_revision
-            .as_deref()
-            .map_or_else(dash, short_revision),
-        status
-            .last_synced_time
-            .as_ref()
-            .map_or_else(dash, |Time(t)| {
-                format!("{} ago", human(since(now, *t).unwrap_or_default()))
-            }),
+        v.namespace.clone(),
+        v.name.clone(),
+        v.ready.clone(),
+        v.reason.clone().unwrap_or_else(dash),
+        v.versions.map_or_else(dash, |n| n.to_string()),
+        v.revision.as_deref().map_or_else(dash, short_revision),
+        v.last_sync_time.map_or_else(dash, |t| {
+            format!("{} ago", human(since(now, t).unwrap_or_default()))
+        }),
         next,
-        if message.is_empty() {
-            dash()
-        } else {
-            text::head(&message, MESSAGE_MAX)
-        },
+        v.message
+            .as_deref()
+            .map_or_else(dash, |m| text::head(m, MESSAGE_MAX)),
     ]
 }
 
 /// The table of these channels, sorted by namespace and name, header first.
 pub fn render(channels: &[ManagedOSVersionChannel], now: Timestamp) -> String {
-    let mut rows: Vec<[String; 9]> = channels.iter().map(|c| row(c, now)).collect();
-    rows.sort_by(|a, b| (&a[0], &a[1]).cmp(&(&b[0], &b[1])));
+    render_views(&super::view::views(channels), now)
+}
+
+/// The table of these views, in their order, header first.
+pub fn render_views(views: &[ChannelView], now: Timestamp) -> String {
+    let rows: Vec<[String; 9]> = views.iter().map(|v| row_of(v, now)).collect();
     let header = HEADER.map(String::from);
     let mut widths = [0usize; 9];
     for r in std::iter::once(&header).chain(&rows) {

@@ -244,25 +244,6 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
-/// A client with the rules every cluster command follows: `--kubeconfig`, else
-/// `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster service account. The error is
-/// one line for the user.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<Client, String> {
-    // kube-rs finds no default TLS provider when more than one is compiled in.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| e.to_string())?
-        }
-        None => kube::Config::infer().await.map_err(|e| e.to_string())?,
-    };
-    Client::try_from(config).map_err(|e| e.to_string())
-}
-
 /// Refuses to start on CRDs other than the ones this binary was built with (another
 /// release's schema would be used silently: fields dropped or refused, rules missing).
 /// Without RBAC to read CRDs (an older chart), warns and goes on: the check is a guard,
@@ -303,9 +284,13 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     // One TLS provider for the kube client and the json-channel HTTP client.
     let _ = rustls::crypto::ring::default_provider().install_default();
     args.namespaces = distinct_names(&args.namespaces);
-    let client = kube_client(args.kubeconfig.as_deref())
+    let source = crate::client::Source {
+        kubeconfig: args.kubeconfig.as_deref(),
+        context: None,
+    };
+    let client = crate::client::client(source)
         .await
-        .map_err(OperatorError::Config)?;
+        .map_err(|e| OperatorError::Config(e.to_string()))?;
     check_installed_crds(&client).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
     // namespaces.

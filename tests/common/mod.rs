@@ -8,6 +8,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod test_crds;
+
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
