@@ -36,6 +36,8 @@ pub struct World {
     pub failing: HashMap<&'static str, u16>,
     /// The caches do not catch up with the writes (every wait gives up).
     pub caches_lag: bool,
+    /// The pod cache does not show the pods yet: no sync is observed running.
+    pub pods_unseen: bool,
     /// The operations performed, in order, with the channel or object they name.
     pub calls: Vec<String>,
     serial: u64,
@@ -86,6 +88,9 @@ fn status_error(code: u16) -> kube::Error {
 impl ChannelIo for FakeIo {
     fn running_syncs(&self) -> HashSet<Key> {
         let world = self.world();
+        if world.pods_unseen {
+            return HashSet::new();
+        }
         world
             .pods
             .iter()

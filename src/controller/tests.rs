@@ -230,8 +230,10 @@ async fn a_channel_created_again_under_the_same_name_starts_clean() {
     let other = h.create("a", "other", custom());
     h.ok(&other).await;
     assert!(h.queued(&other));
+    // The old one's late "gone" must not free the new one's slot (held from the start of
+    // its sync, also before the pod cache shows its pod).
+    h.ctx.io.world().pods_unseen = true;
     h.ctx.forget(&old, old_uid.as_deref());
-    // The old one's late "gone" must not free the new one's slot.
     h.ok(&other).await;
     assert!(
         !h.has_pod(&other),
