@@ -173,15 +173,21 @@ async fn namespaces_take_turns_for_the_free_slots() {
     assert!(h.has_pod(&b), "namespace b's channel did not get the slot");
 }
 
-#[tokio::test]
-async fn a_deleted_channel_frees_its_slot_and_wakes_the_next() {
+/// One slot: x syncs, y waits for it.
+async fn x_syncs_y_waits() -> (Harness, Key, Key) {
     let mut h = Harness::slots(1);
     let x = h.create("a", "x", custom());
     let y = h.create("a", "y", custom());
     h.ok(&x).await;
     h.ok(&y).await;
-    assert!(h.queued(&y));
+    assert!(h.has_pod(&x) && h.queued(&y));
     h.ctx.io.world().woken.clear();
+    (h, x, y)
+}
+
+#[tokio::test]
+async fn a_deleted_channel_frees_its_slot_and_wakes_the_next() {
+    let (h, x, y) = x_syncs_y_waits().await;
     h.delete(&x);
     assert_eq!(
         h.ctx.io.world().woken,
@@ -194,12 +200,7 @@ async fn a_deleted_channel_frees_its_slot_and_wakes_the_next() {
 
 #[tokio::test]
 async fn a_failed_pod_frees_its_slot_and_wakes_the_next() {
-    let mut h = Harness::slots(1);
-    let x = h.create("a", "x", custom());
-    let y = h.create("a", "y", custom());
-    h.ok(&x).await;
-    h.ok(&y).await;
-    h.ctx.io.world().woken.clear();
+    let (h, x, y) = x_syncs_y_waits().await;
     h.evict(&x);
     h.ok(&x).await;
     assert!(!h.has_pod(&x), "the failed pod goes");

@@ -34,15 +34,30 @@ impl Decider<'_> {
                     .into(),
             ),
         };
-        let mut status = self.status_with(Some((truth, reason::SUSPENDED, message)), None, None);
+        self.paused(
+            effects,
+            (truth, reason::SUSPENDED, message),
+            "channel suspended: no syncs, versions are left as they are".into(),
+        )
+    }
+
+    /// No sync is due while paused: `Ready` says why, one Normal Event says it changed.
+    fn paused(
+        &self,
+        effects: Vec<Effect>,
+        ready: (Truth, &'static str, String),
+        note: String,
+    ) -> Decision {
+        let reason = ready.1;
+        let mut status = self.status_with(Some(ready), None, None);
         status.next_sync_time = None;
         Decision {
             effects,
             status: Some(status),
             events: vec![Note {
                 warning: false,
-                reason: reason::SUSPENDED,
-                message: "channel suspended: no syncs, versions are left as they are".into(),
+                reason,
+                message: note,
             }],
             ..Default::default()
         }
@@ -76,18 +91,11 @@ impl Decider<'_> {
             reason::CHANNEL_DISABLED,
             "syncing is disabled (spec.enabled is false)".into(),
         );
-        let mut status = self.status_with(Some(ready), None, None);
-        status.next_sync_time = None;
-        Decision {
+        self.paused(
             effects,
-            status: Some(status),
-            events: vec![Note {
-                warning: false,
-                reason: reason::CHANNEL_DISABLED,
-                message: format!("channel disabled; versions: {summary}"),
-            }],
-            ..Default::default()
-        }
+            ready,
+            format!("channel disabled; versions: {summary}"),
+        )
     }
 
     pub(super) fn invalid(&self, our_pod: Option<&Pod>, message: String) -> Decision {
