@@ -28,7 +28,7 @@ use super::io::ChannelIo;
 use super::queue::Key;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
-use crate::config::JsonOptions;
+use crate::config::{ChannelConfig, JsonOptions};
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
 
@@ -53,6 +53,8 @@ pub struct Attempt<'a, I: ChannelIo> {
     uid: String,
     namespace: String,
     channel: Arc<ManagedOSVersionChannel>,
+    /// The channel's spec under the operator's settings, resolved once.
+    config: Result<ChannelConfig, String>,
     seen: Gathered,
     counts: Counts,
 }
@@ -104,6 +106,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             key,
             uid,
             namespace: key.namespace.clone().unwrap_or_default(),
+            config: ctx.settings.resolve(&channel.spec),
             channel,
             seen: Gathered::default(),
             counts: Counts {
@@ -156,7 +159,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
 
     /// Takes a sync slot when a sync starts; without one, the sync waits its turn.
     fn take_slot(&mut self) {
-        let phase = syncer::phase(&self.observation(), &self.ctx.settings);
+        let phase = syncer::phase_resolved(&self.observation(), &self.ctx.settings, &self.config);
         if phase.starts_sync() && !self.ctx.take_slot(self.key) {
             self.seen.queued = true;
         }
@@ -180,7 +183,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
 
     fn decide(&mut self) -> Decision {
         self.counts.decisions = self.counts.decisions.saturating_add(1);
-        syncer::decide(&self.observation(), &self.ctx.settings)
+        syncer::decide_resolved(&self.observation(), &self.ctx.settings, &self.config)
     }
 
     /// Observes what the decision needs and has not been observed yet; whether anything was.
@@ -347,7 +350,10 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         }
         let status = decision.status.as_ref().or(self.channel.status.as_ref());
         if let Some(status) = status {
-            let interval = ctx.settings.sync_interval(&self.channel.spec);
+            let interval = self.config.as_ref().map_or_else(
+                |_| ctx.settings.limits().default_sync_interval(),
+                |c| c.sync_interval,
+            );
             ctx.metrics.observe_channel(self.key, status, interval);
         }
         // Events name the channel, not one version of it.

@@ -18,7 +18,7 @@ mod timing;
 pub mod versions;
 
 pub use decision::{Decision, Effect, Fetched, Needs, Note, Observation, Outcome};
-pub use phase::{Phase, phase};
+pub use phase::{Phase, phase, phase_resolved};
 pub use settings::Settings;
 pub use timing::backoff;
 
@@ -53,7 +53,17 @@ const TAIL_BYTES: usize = 600;
 
 /// The decision for one channel.
 pub fn decide(obs: &Observation, settings: &Settings) -> Decision {
-    let mut decision = Decider::new(obs, settings).decide();
+    decide_resolved(obs, settings, &settings.resolve(&obs.channel.spec))
+}
+
+/// [`decide`], with the channel's spec resolved by the caller (`Settings::resolve`): once
+/// per reconciliation, however many observations it decides on.
+pub fn decide_resolved(
+    obs: &Observation,
+    settings: &Settings,
+    resolved: &Result<ChannelConfig, String>,
+) -> Decision {
+    let mut decision = Decider::new(obs, settings).decide(resolved);
     if decision.status.as_ref() == obs.channel.status.as_ref() {
         decision.status = None;
     }
@@ -95,16 +105,15 @@ impl<'a> Decider<'a> {
 }
 
 impl Decider<'_> {
-    fn decide(&self) -> Decision {
-        // The spec is resolved once per decision; the phase says which way it goes.
-        let resolved = self.settings.resolve(&self.ch.spec);
+    fn decide(&self, resolved: &Result<ChannelConfig, String>) -> Decision {
+        // The phase says which way it goes.
         let interval = resolved.as_ref().map_or_else(
             |_| self.settings.limits().default_sync_interval(),
             |c| c.sync_interval,
         );
         let our_pod = self.our_pod();
-        let phase = self.phase(&resolved);
-        let config = match (&phase, &resolved) {
+        let phase = self.phase(resolved);
+        let config = match (&phase, resolved) {
             (Phase::Running | Phase::Blocked | Phase::Due { .. }, Ok(config)) => config,
             (Phase::Deleted, _) => return Decision::default(),
             (Phase::Suspended, _) => return self.suspended(our_pod),

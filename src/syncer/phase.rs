@@ -40,7 +40,16 @@ impl Phase {
 
 /// The phase of the observed channel under these settings.
 pub fn phase(obs: &Observation, settings: &Settings) -> Phase {
-    Decider::new(obs, settings).phase(&settings.resolve(&obs.channel.spec))
+    phase_resolved(obs, settings, &settings.resolve(&obs.channel.spec))
+}
+
+/// [`phase`], with the channel's spec resolved by the caller.
+pub fn phase_resolved(
+    obs: &Observation,
+    settings: &Settings,
+    resolved: &Result<ChannelConfig, String>,
+) -> Phase {
+    Decider::new(obs, settings).phase(resolved)
 }
 
 impl Decider<'_> {
