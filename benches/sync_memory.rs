@@ -101,7 +101,7 @@ fn peak_of(channel: &ManagedOSVersionChannel, settings: &Settings, data: &[u8]) 
     let writes = decision
         .effects
         .iter()
-        .filter(|e| matches!(e, Effect::ApplyVersion(_)))
+        .filter(|e| matches!(e, Effect::ApplyVersion { .. }))
         .count();
     (peak, writes)
 }

@@ -414,33 +414,28 @@ pub fn duration_parse(data: &[u8]) {
     }
 }
 
-/// Reads arbitrary bytes as a series of choices; past the end every choice is 0.
-struct Choices<'a>(&'a [u8]);
+/// Reads arbitrary bytes as a series of choices (`arbitrary::Unstructured`, the reader
+/// cargo-fuzz targets use); past the end every choice is the first (0, `false`).
+struct Choices<'a>(arbitrary::Unstructured<'a>);
 
 impl Choices<'_> {
     fn byte(&mut self) -> u8 {
-        let (first, rest) = self.0.split_first().map_or((0, &[][..]), |(f, r)| (*f, r));
-        self.0 = rest;
-        first
+        self.0.arbitrary().unwrap_or(0)
     }
     fn pick<'t, T>(&mut self, items: &'t [T]) -> &'t T {
-        &items[usize::from(self.byte()) % items.len()]
+        let at = self.0.choose_index(items.len()).unwrap_or(0);
+        &items[at]
     }
     fn flag(&mut self) -> bool {
-        self.byte() & 1 == 1
+        self.0.arbitrary().unwrap_or(false)
     }
     fn i64(&mut self) -> i64 {
-        let mut b = [0u8; 8];
-        for x in &mut b {
-            *x = self.byte();
-        }
-        i64::from_le_bytes(b)
+        self.0.arbitrary().unwrap_or(0)
     }
     /// The next `n` bytes (fewer at the end).
     fn bytes(&mut self, n: usize) -> &[u8] {
-        let (head, rest) = self.0.split_at(n.min(self.0.len()));
-        self.0 = rest;
-        head
+        let n = n.min(self.0.len());
+        self.0.bytes(n).unwrap_or_default()
     }
 }
 
@@ -457,7 +452,7 @@ pub fn syncer_decide(data: &[u8]) {
     use rancheros_operator::syncer::{self, Effect, Fetched, Observation, Outcome, Settings};
     use std::sync::Arc;
 
-    let mut c = Choices(data);
+    let mut c = Choices(arbitrary::Unstructured::new(data));
     let time = |c: &mut Choices, base: i64| -> Timestamp {
         let offset = match c.byte() % 4 {
             0 => i64::from(c.byte()),
@@ -575,6 +570,7 @@ pub fn syncer_decide(data: &[u8]) {
         ]),
         max_output_bytes: *c.pick(&[1 << 20, 16, u64::MAX]),
         retry_delay: *c.pick(&[Duration::from_secs(10), Duration::ZERO, Duration::MAX]),
+        queue_poll: *c.pick(&[Duration::from_secs(30), Duration::ZERO, Duration::MAX]),
         max_concurrent_syncs: 10,
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: *c.pick(&[10_000, 1, 0]),
@@ -749,7 +745,7 @@ pub fn syncer_decide(data: &[u8]) {
     let writes_versions = decision.effects.iter().any(|e| {
         matches!(
             e,
-            Effect::ApplyVersion(_) | Effect::MarkVersion { .. } | Effect::DeleteVersion { .. }
+            Effect::ApplyVersion { .. } | Effect::MarkVersion { .. } | Effect::DeleteVersion { .. }
         )
     });
     let creates = decision

@@ -9,8 +9,10 @@
 //! literals in URLs.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
+
+use ipnet::IpNet;
 
 /// The flag the deny list is set with, named in every refusal.
 pub const DENY_FLAG: &str = "--json-deny-cidr";
@@ -28,45 +30,23 @@ pub const DEFAULT_DENY: [&str; 8] = [
     "ff00::/8",
 ];
 
-/// A network: an address and a prefix length, host bits cleared. IPv4 networks written
-/// in IPv4-mapped IPv6 form (`::ffff:127.0.0.0/104`) are kept as the IPv4 network.
+/// A network: an address and a prefix length, host bits cleared (an `ipnet::IpNet`).
+/// IPv4 networks written in IPv4-mapped IPv6 form (`::ffff:127.0.0.0/104`) are kept as the
+/// IPv4 network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     /// Whether the network holds `ip`; an IPv4-mapped IPv6 address is judged as the IPv4
     /// address it maps (a connection to it is an IPv4 connection).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                u32::from(ip) & mask_v4(self.prefix) == u32::from(net)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                u128::from(ip) & mask_v6(self.prefix) == u128::from(net)
-            }
-            _ => false,
-        }
+        self.0.contains(&ip.to_canonical())
     }
-}
-
-fn mask_v4(prefix: u8) -> u32 {
-    u32::MAX
-        .checked_shl(32_u32.saturating_sub(u32::from(prefix)))
-        .unwrap_or(0)
-}
-
-fn mask_v6(prefix: u8) -> u128 {
-    u128::MAX
-        .checked_shl(128_u32.saturating_sub(u32::from(prefix)))
-        .unwrap_or(0)
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        write!(f, "{}/{}", self.0.addr(), self.0.prefix_len())
     }
 }
 
@@ -95,29 +75,20 @@ impl FromStr for Cidr {
             }
             Some(_) => return Err(bad()),
         };
-        Ok(canonical(addr, prefix))
+        canonical(addr, prefix).ok_or_else(bad)
     }
 }
 
 /// The network with host bits cleared; an IPv4-mapped IPv6 network of at least /96 as
 /// the IPv4 network it maps.
-fn canonical(addr: IpAddr, prefix: u8) -> Cidr {
+fn canonical(addr: IpAddr, prefix: u8) -> Option<Cidr> {
     if let IpAddr::V6(v6) = addr
         && prefix >= 96
         && let Some(v4) = v6.to_ipv4_mapped()
     {
         return canonical(IpAddr::V4(v4), prefix.saturating_sub(96));
     }
-    match addr {
-        IpAddr::V4(v4) => Cidr {
-            addr: IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask_v4(prefix))),
-            prefix,
-        },
-        IpAddr::V6(v6) => Cidr {
-            addr: IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask_v6(prefix))),
-            prefix,
-        },
-    }
+    IpNet::new(addr, prefix).ok().map(|n| Cidr(n.trunc()))
 }
 
 /// A clap value parser for the CIDR flags (a bad value is a usage error that names it).

@@ -710,7 +710,7 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
 #[test]
 fn every_operator_flag_with_an_env_var_has_a_value() {
     // The flags' env vars, from the operator's argument definitions.
-    let source = std::fs::read_to_string(root().join("src/operator/mod.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join("src/operator/flags.rs")).unwrap();
     let flags: BTreeSet<String> = source
         .split("env = \"")
         .skip(1)

@@ -277,6 +277,9 @@ fn by_a_reconciliation(line: &str) -> bool {
     line.contains("reconciling object{") && line.contains("requesting")
 }
 
+/// How long the no-API-calls test watches a waiting channel: three looks at --queue-poll=5s.
+const LOOK_WINDOW: Duration = Duration::from_secs(16);
+
 #[tokio::test]
 async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
     let mut t = TestNs::new("queued-costs-nothing").await;
@@ -284,8 +287,9 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
     // of the reconciliation that sends it: what the channels cost, read from the
     // operator's own log. The shared watch caches' requests (a watch that ends, a re-list
     // when the API server says the watch is too old) run in no reconciliation.
+    // Looks come every --queue-poll (30 s by default): a short one makes the window short.
     let _operator = Operator(t.spawn_operator(
-        &["--max-concurrent-syncs=1"],
+        &["--max-concurrent-syncs=1", "--queue-poll=5s"],
         &[
             (
                 "RUST_LOG",
@@ -306,8 +310,8 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let log_path = t.log_path(1);
     let start = std::fs::read_to_string(&log_path).unwrap().len();
-    // The waiting channel looks for a slot every 30 s: two or more looks.
-    tokio::time::sleep(Duration::from_secs(75)).await;
+    // The waiting channel looks for a slot every 5 s: two or more looks.
+    tokio::time::sleep(LOOK_WINDOW).await;
     let log = std::fs::read_to_string(&log_path).unwrap();
     let window = plain(&log[start..]);
     let looks = window
@@ -326,7 +330,7 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
     );
     assert!(
         looks >= 2,
-        "the waiting channel was looked at {looks} times in 75 s; the test needs two or more\n{}",
+        "the waiting channel was looked at {looks} times in {LOOK_WINDOW:?}; the test needs two or more\n{}",
         plain(&log)
     );
     assert!(

@@ -1,12 +1,14 @@
-//! The syncer pod: creating and deleting it as decided, and reading its logs.
+//! The syncer pod: creating and deleting it as decided (over the I/O boundary), and
+//! reading its logs (for the API server's implementation of it).
 
 use futures::AsyncReadExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{LogParams, PostParams};
+use kube::api::LogParams;
 use kube::{Api, ResourceExt};
 use tracing::info;
 
-use super::errors::{Error, api_message, classify, delete_uid, is_status, kube_err};
+use super::errors::{Error, api_message, classify, is_status, kube_err};
+use super::io::ChannelIo;
 use crate::display::FRAME_OVERHEAD;
 use crate::failure::SyncFailure;
 use crate::metrics::Metrics;
@@ -15,8 +17,8 @@ use crate::syncer::{Effect, pod};
 /// What the pod effects of a decision did.
 #[derive(Debug, Default)]
 pub struct PodChanges {
-    /// The pod created, as the API server returned it.
-    pub created: Option<Pod>,
+    /// The uid of the pod created, as the API server returned it.
+    pub created: Option<String>,
     /// Why the API server did not create it, and whether a pod of that name exists.
     pub refused: Option<(SyncFailure, bool)>,
     /// uids of the pods deleted.
@@ -27,7 +29,8 @@ pub struct PodChanges {
 /// result (a `FailedToCreatePod`); other errors end the attempt.
 pub async fn perform(
     effects: &[Effect],
-    api: &Api<Pod>,
+    namespace: &str,
+    io: &impl ChannelIo,
     metrics: &Metrics,
 ) -> Result<PodChanges, Error> {
     let mut changes = PodChanges::default();
@@ -35,10 +38,10 @@ pub async fn perform(
         match effect {
             Effect::CreatePod(pod) => {
                 metrics.wrote("create_pod");
-                match api.create(&PostParams::default(), pod).await {
+                match io.create_pod(namespace, pod).await {
                     Ok(created) => {
                         info!(pod = %created.name_any(), "started the syncer pod");
-                        changes.created = Some(created);
+                        changes.created = created.uid();
                     }
                     Err(e) => {
                         let failure = SyncFailure::PodRefused {
@@ -53,8 +56,8 @@ pub async fn perform(
             }
             Effect::DeletePod { name, uid } => {
                 metrics.wrote("delete_pod");
-                match api.delete(name, &delete_uid(uid, false)).await {
-                    Ok(_) => changes.deleted.push(uid.clone()),
+                match io.delete_pod(namespace, name, uid).await {
+                    Ok(()) => changes.deleted.push(uid.clone()),
                     // Gone already, or replaced by another pod of that name: not ours to delete.
                     Err(e) if is_status(&e, 404) || is_status(&e, 409) => {
                         changes.deleted.push(uid.clone())

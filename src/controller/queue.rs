@@ -1,76 +1,269 @@
-//! The controller's side of the sync slots (the pure queue is `slots`): taking a slot or
-//! a place in line, giving it back, and waking whoever is next.
+//! Sync slots: at most `--max-concurrent-syncs` syncs (syncer pods and json fetches) run at
+//! once, and channels that wait are served round robin across namespaces, so that one
+//! namespace's many channels cannot delay another namespace's few.
+//!
+//! Occupancy is what is observed plus what this operator started: a slot is held by a
+//! channel from the start of its sync until its outcome, and by a channel whose syncer
+//! pod is running (an earlier operator's sync). Pods that no live channel controls never
+//! count. Pure logic; the controller passes what it observed and wakes whom it is told to.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::Context;
-use super::slots::{Grant, Key};
-use crate::controller::caches::Scope;
+pub use crate::api::ChannelKey as Key;
 
-impl Context {
-    /// Channels observed syncing: their syncer pod runs.
-    pub(super) fn running(&self) -> HashSet<Key> {
-        self.scopes.iter().flat_map(Scope::running_syncs).collect()
-    }
+/// The answer to a request for a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    Granted,
+    /// Waiting; `ahead` channels will be served first (round robin across namespaces).
+    Queued {
+        ahead: usize,
+    },
+}
 
-    /// Takes a sync slot for the channel, or queues it (round robin across namespaces).
-    pub(super) fn take_slot(&self, key: &Key) -> bool {
-        let running = self.running();
-        let Ok(mut slots) = self.slots.lock() else {
-            return true;
-        };
-        let grant = slots.take(key, &running);
-        self.metrics.queue_length(slots.queued());
-        match grant {
-            Grant::Granted => true,
-            Grant::Queued { .. } => {
-                // Should a wake-up have been missed, whoever is first in line is woken again.
-                let up = slots.up_next(&running);
-                drop(slots);
-                self.wake_all(up);
-                false
-            }
+#[derive(Debug)]
+pub struct Slots {
+    max: usize,
+    /// Channels whose sync this operator started and that have not finished.
+    held: HashSet<Key>,
+    /// Waiting channels of each namespace, in arrival order.
+    waiting: HashMap<String, VecDeque<Key>>,
+    /// Namespaces with waiting channels, in the order they are served.
+    turns: VecDeque<String>,
+}
+
+fn namespace(key: &Key) -> String {
+    key.namespace.clone().unwrap_or_default()
+}
+
+impl Slots {
+    pub fn new(max: usize) -> Self {
+        Slots {
+            max: max.max(1),
+            held: HashSet::new(),
+            waiting: HashMap::new(),
+            turns: VecDeque::new(),
         }
     }
 
-    /// Gives up the channel's slot and its place in the queue; wakes who is next.
-    pub(super) fn release_slot(&self, key: &Key) {
-        let running = self.running();
-        let up = match self.slots.lock() {
-            Ok(mut slots) => {
-                let up = slots.release(key, &running);
-                self.metrics.queue_length(slots.queued());
-                up
+    /// Asks for a slot for `key`. `running`: channels observed syncing (their syncer pod
+    /// runs), whether or not this operator started them.
+    pub fn take(&mut self, key: &Key, running: &HashSet<Key>) -> Grant {
+        if self.held.contains(key) || running.contains(key) {
+            self.unqueue(key);
+            self.held.insert(key.clone());
+            return Grant::Granted;
+        }
+        let free = self.free(running);
+        if !self.is_waiting(key) {
+            self.enqueue(key);
+        }
+        let up = self.next_up(free);
+        match up.iter().position(|k| k == key) {
+            Some(_) => {
+                self.unqueue(key);
+                self.held.insert(key.clone());
+                Grant::Granted
             }
-            Err(_) => Vec::new(),
-        };
-        self.wake_all(up);
+            None => Grant::Queued {
+                ahead: self.position(key),
+            },
+        }
     }
 
-    /// Wakes the channels first in line for the slots that are free. A slot also frees
-    /// without a release: a syncer pod finishes or goes after its sync was decided (a failed
-    /// pod kept for its log turns `Failed` a moment later; an earlier operator's pod ends),
-    /// and only the reconciliation that sees it can tell; without this, the slot stays idle
-    /// until the waiting channel's next look.
-    pub(super) fn wake_waiting(&self) {
-        if self.slots.lock().map_or(true, |s| s.queued() == 0) {
-            return;
+    /// The sync of `key` ended (or it no longer wants one, or it was deleted): its slot and
+    /// its place in the queue are given up. Returns who to wake: the channels now first in
+    /// line for the free slots.
+    pub fn release(&mut self, key: &Key, running: &HashSet<Key>) -> Vec<Key> {
+        let had = self.held.remove(key) | self.unqueue(key);
+        if !had {
+            return Vec::new();
         }
-        let running = self.running();
-        let up = match self.slots.lock() {
-            Ok(slots) => slots.up_next(&running),
-            Err(_) => return,
-        };
-        self.wake_all(up);
+        let free = self.free(running);
+        self.next_up(free)
     }
 
-    pub(super) fn wake_all(&self, keys: Vec<Key>) {
-        for key in keys {
-            let ns = key.namespace.clone().unwrap_or_default();
-            let at = self.scopes.iter().position(|s| s.covers(&ns));
-            if let Some(sender) = at.and_then(|i| self.wake.get(i)) {
-                let _ = sender.unbounded_send(key);
-            }
+    /// The channels first in line for the free slots (to wake again, should a wake-up have
+    /// been missed).
+    pub fn up_next(&self, running: &HashSet<Key>) -> Vec<Key> {
+        self.next_up(self.free(running))
+    }
+
+    /// Channels waiting for a slot.
+    pub fn queued(&self) -> usize {
+        self.waiting.values().map(VecDeque::len).sum()
+    }
+
+    pub fn holds(&self, key: &Key) -> bool {
+        self.held.contains(key)
+    }
+
+    fn free(&self, running: &HashSet<Key>) -> usize {
+        let busy = self.held.union(running).count();
+        self.max.saturating_sub(busy)
+    }
+
+    fn is_waiting(&self, key: &Key) -> bool {
+        self.waiting
+            .get(&namespace(key))
+            .is_some_and(|q| q.contains(key))
+    }
+
+    fn enqueue(&mut self, key: &Key) {
+        let ns = namespace(key);
+        let queue = self.waiting.entry(ns.clone()).or_default();
+        if queue.is_empty() {
+            self.turns.push_back(ns);
         }
+        queue.push_back(key.clone());
+    }
+
+    /// Takes `key` out of the queue; whether it was in it. Serving a namespace moves it to
+    /// the back of the turns.
+    fn unqueue(&mut self, key: &Key) -> bool {
+        let ns = namespace(key);
+        let Some(queue) = self.waiting.get_mut(&ns) else {
+            return false;
+        };
+        let Some(at) = queue.iter().position(|k| k == key) else {
+            return false;
+        };
+        queue.remove(at);
+        let empty = queue.is_empty();
+        if empty {
+            self.waiting.remove(&ns);
+        }
+        self.turns.retain(|t| *t != ns);
+        if !empty {
+            self.turns.push_back(ns);
+        }
+        true
+    }
+
+    /// The next `n` channels in line: the first of each namespace in turn, then the second
+    /// of each, and so on.
+    fn next_up(&self, n: usize) -> Vec<Key> {
+        let mut up = Vec::new();
+        let mut depth = 0;
+        while up.len() < n {
+            let mut any = false;
+            for ns in &self.turns {
+                if let Some(key) = self.waiting.get(ns).and_then(|q| q.get(depth)) {
+                    any = true;
+                    if up.len() < n {
+                        up.push(key.clone());
+                    }
+                }
+            }
+            if !any {
+                break;
+            }
+            depth = depth.saturating_add(1);
+        }
+        up
+    }
+
+    /// How many are served before `key`.
+    fn position(&self, key: &Key) -> usize {
+        let all = self.next_up(self.queued());
+        all.iter().position(|k| k == key).unwrap_or(all.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::ObjectRef;
+
+    fn key(ns: &str, name: &str) -> Key {
+        ObjectRef::new(name).within(ns)
+    }
+
+    fn none() -> HashSet<Key> {
+        HashSet::new()
+    }
+
+    #[test]
+    fn bounded_and_in_arrival_order_within_a_namespace() {
+        let mut slots = Slots::new(2);
+        let grants: Vec<Grant> = (0..5)
+            .map(|i| slots.take(&key("a", &format!("c{i}")), &none()))
+            .collect();
+        assert_eq!(grants[..2], [Grant::Granted, Grant::Granted]);
+        assert_eq!(
+            grants[2..],
+            [
+                Grant::Queued { ahead: 0 },
+                Grant::Queued { ahead: 1 },
+                Grant::Queued { ahead: 2 },
+            ]
+        );
+        // c2 waits first: c4 asking again does not overtake it.
+        let wake = slots.release(&key("a", "c0"), &none());
+        assert_eq!(wake, [key("a", "c2")]);
+        assert_eq!(
+            slots.take(&key("a", "c4"), &none()),
+            Grant::Queued { ahead: 2 }
+        );
+        assert_eq!(slots.take(&key("a", "c2"), &none()), Grant::Granted);
+        assert_eq!(slots.queued(), 2);
+    }
+
+    #[test]
+    fn namespaces_take_turns() {
+        let mut slots = Slots::new(2);
+        for i in 0..20 {
+            slots.take(&key("a", &format!("c{i}")), &none());
+        }
+        // One channel of another namespace arrives behind 18 waiting ones...
+        assert_eq!(
+            slots.take(&key("b", "only"), &none()),
+            Grant::Queued { ahead: 1 }
+        );
+        // ...and is served by the second slot that frees.
+        let first = slots.release(&key("a", "c0"), &none());
+        assert_eq!(first, [key("a", "c2")]);
+        assert_eq!(slots.take(&key("a", "c2"), &none()), Grant::Granted);
+        let second = slots.release(&key("a", "c1"), &none());
+        assert_eq!(second, [key("b", "only")]);
+        assert_eq!(slots.take(&key("b", "only"), &none()), Grant::Granted);
+    }
+
+    #[test]
+    fn a_deleted_channel_frees_its_slot_and_its_place() {
+        let mut slots = Slots::new(1);
+        assert_eq!(slots.take(&key("a", "x"), &none()), Grant::Granted);
+        slots.take(&key("a", "y"), &none());
+        slots.take(&key("a", "z"), &none());
+        // y is deleted while it waits: it leaves the queue, nobody is woken for it.
+        assert_eq!(slots.release(&key("a", "y"), &none()), Vec::<Key>::new());
+        // x is deleted while it syncs: z is next.
+        assert_eq!(slots.release(&key("a", "x"), &none()), [key("a", "z")]);
+        assert_eq!(slots.queued(), 1);
+        assert_eq!(slots.take(&key("a", "z"), &none()), Grant::Granted);
+        assert_eq!(slots.queued(), 0);
+    }
+
+    #[test]
+    fn running_pods_count_and_keep_their_own_slot() {
+        let mut slots = Slots::new(2);
+        let running: HashSet<Key> = [key("a", "old")].into();
+        assert_eq!(slots.take(&key("a", "old"), &running), Grant::Granted);
+        assert_eq!(slots.take(&key("a", "c"), &running), Grant::Granted);
+        assert_eq!(
+            slots.take(&key("a", "d"), &running),
+            Grant::Queued { ahead: 0 }
+        );
+        // A pod of an earlier operator that ends frees its slot.
+        assert_eq!(slots.release(&key("a", "old"), &none()), [key("a", "d")]);
+    }
+
+    #[test]
+    fn releasing_a_stranger_wakes_nobody() {
+        let mut slots = Slots::new(1);
+        slots.take(&key("a", "x"), &none());
+        slots.take(&key("a", "y"), &none());
+        assert!(slots.release(&key("a", "nobody"), &none()).is_empty());
+        assert!(slots.holds(&key("a", "x")));
     }
 }

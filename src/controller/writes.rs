@@ -2,9 +2,6 @@
 //! run, then for real; a real write that fails (a quota only the writes together exceed)
 //! undoes the writes before it, newest first, so the versions end as they were.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -83,18 +80,18 @@ pub struct Done {
     undo: Option<Undo>,
 }
 
-/// The versions of the namespace before the sync, by name.
-type Before<'a> = HashMap<&'a str, &'a ManagedOSVersion>;
-
 impl<'a> VersionWrite<'a> {
-    /// The write an effect makes, given the versions before the sync; `None` for effects
-    /// that are not version writes.
-    pub fn of(effect: &'a Effect, before: &Before<'a>) -> Option<Self> {
+    /// The write an effect makes; `None` for effects that are not version writes.
+    pub fn of(effect: &'a Effect) -> Option<Self> {
         Some(match effect {
-            Effect::ApplyVersion(want) => match before.get(want.name_any().as_str()) {
-                Some(before) => VersionWrite::Update { want, before },
-                None => VersionWrite::Create(want),
-            },
+            Effect::ApplyVersion {
+                want,
+                replaces: Some(before),
+            } => VersionWrite::Update { want, before },
+            Effect::ApplyVersion {
+                want,
+                replaces: None,
+            } => VersionWrite::Create(want),
             Effect::MarkVersion {
                 name,
                 uid,
@@ -104,28 +101,13 @@ impl<'a> VersionWrite<'a> {
                 uid,
                 no_longer_in_sync: *no_longer_in_sync,
             },
-            Effect::DeleteVersion { name, uid } => VersionWrite::Delete {
+            Effect::DeleteVersion { name, uid, before } => VersionWrite::Delete {
                 name,
                 uid,
-                before: before.get(name.as_str()).copied(),
+                before: Some(before),
             },
             Effect::CreatePod(_) | Effect::DeletePod { .. } => return None,
         })
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            VersionWrite::Create(v) | VersionWrite::Update { want: v, .. } => {
-                format!("apply version {}", v.name_any())
-            }
-            VersionWrite::Mark {
-                name,
-                no_longer_in_sync: true,
-                ..
-            } => format!("flag version {name}"),
-            VersionWrite::Mark { name, .. } => format!("unflag version {name}"),
-            VersionWrite::Delete { name, .. } => format!("delete version {name}"),
-        }
     }
 
     /// Asks the API server whether it would take the write (admission, validation, a
@@ -299,53 +281,53 @@ impl Writer<'_> {
     pub async fn write_all(
         &self,
         effects: &[Effect],
-        existing: &[Arc<ManagedOSVersion>],
     ) -> Result<Vec<(String, Option<String>)>, Error> {
-        let before: Before = existing
+        // Each write with the effect it makes, which says what it is (`describe`).
+        let writes: Vec<(&Effect, VersionWrite)> = effects
             .iter()
-            .filter_map(|v| Some((v.metadata.name.as_deref()?, v.as_ref())))
-            .collect();
-        let writes: Vec<VersionWrite> = effects
-            .iter()
-            .filter_map(|e| VersionWrite::of(e, &before))
+            .filter_map(|e| Some((e, VersionWrite::of(e)?)))
             .collect();
         if writes.is_empty() {
             return Ok(Vec::new());
         }
         // The first refusal in the sync's order, so the message does not depend on timing.
-        let dry = self.each(writes.iter().map(|w| w.dry_run(self.api))).await;
-        if let Some((write, source)) = dry
+        let dry = self
+            .each(writes.iter().map(|(_, w)| w.dry_run(self.api)))
+            .await;
+        if let Some((effect, source)) = dry
             .into_iter()
             .zip(&writes)
-            .find_map(|(result, w)| result.err().map(|e| (w, e)))
+            .find_map(|(result, (e, _))| result.err().map(|err| (e, err)))
         {
             return Err(Error::DryRun {
-                what: write.describe(),
+                what: effect.describe(),
                 source,
             });
         }
         // Deletes last: the one write that cannot be taken back exactly.
-        let (deletes, others): (Vec<VersionWrite>, Vec<VersionWrite>) =
-            writes.into_iter().partition(VersionWrite::is_delete);
+        let (deletes, others): (Vec<_>, Vec<_>) =
+            writes.into_iter().partition(|(_, w)| w.is_delete());
         let mut done: Vec<Done> = Vec::new();
         for batch in [others, deletes] {
-            let results = self.each(batch.iter().map(|w| w.apply(self.api))).await;
+            let results = self
+                .each(batch.iter().map(|(_, w)| w.apply(self.api)))
+                .await;
             let mut failed = None;
-            for (write, result) in batch.iter().zip(results) {
+            for ((effect, write), result) in batch.iter().zip(results) {
                 match result {
                     Ok(d) => {
-                        debug!("{}", write.describe());
+                        debug!("{}", effect.describe());
                         self.metrics.wrote(write.operation());
                         done.push(d);
                     }
-                    Err(source) if failed.is_none() => failed = Some((write, source)),
+                    Err(source) if failed.is_none() => failed = Some((effect, source)),
                     Err(_) => {}
                 }
             }
-            if let Some((write, source)) = failed {
+            if let Some((effect, source)) = failed {
                 let undos: Vec<Undo> = done.into_iter().filter_map(|d| d.undo).collect();
                 return Err(Error::Write {
-                    what: write.describe(),
+                    what: effect.describe(),
                     undo: undo_all(undos, self.api).await,
                     source,
                 });
@@ -440,5 +422,4 @@ async fn take_back(undo: &Undo, api: &Api<ManagedOSVersion>) -> Result<(), (Stri
 }
 
 #[cfg(test)]
-#[path = "writes_tests.rs"]
 mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::egress;
 
 #[test]
 fn byte_sizes() {

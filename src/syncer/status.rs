@@ -4,6 +4,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use super::Decider;
+use crate::api::{ManagedOSVersionChannelStatus, READY, RECONCILING, STALLED, reason};
+
 /// `status` of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Truth {
@@ -54,6 +57,85 @@ pub fn set(
 /// Leaves the condition out: it does not hold.
 pub fn clear(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
+}
+
+impl Decider<'_> {
+    /// The current status with `Ready` set (kept as it is when `None`), `Reconciling` True
+    /// with the message given (else left out), `Stalled` True with the reason and message
+    /// given (else left out), for this generation.
+    pub(super) fn status_with(
+        &self,
+        ready: Option<(Truth, &str, String)>,
+        reconciling: Option<String>,
+        stalled: Option<(&str, String)>,
+    ) -> ManagedOSVersionChannelStatus {
+        let mut s = self.status.clone();
+        s.observed_generation = Some(self.generation);
+        let now = self.timestamp();
+        let generation = self.generation;
+        if let Some((truth, reason, message)) = ready {
+            set(
+                &mut s.conditions,
+                READY,
+                truth,
+                reason,
+                message,
+                generation,
+                &now,
+            );
+        }
+        match reconciling {
+            Some(m) => set(
+                &mut s.conditions,
+                RECONCILING,
+                Truth::True,
+                reason::SYNCHRONIZING,
+                m,
+                generation,
+                &now,
+            ),
+            None => clear(&mut s.conditions, RECONCILING),
+        }
+        match stalled {
+            Some((r, m)) => set(
+                &mut s.conditions,
+                STALLED,
+                Truth::True,
+                r,
+                m,
+                generation,
+                &now,
+            ),
+            None => clear(&mut s.conditions, STALLED),
+        }
+        s
+    }
+
+    /// `Ready` while a sync runs: kept during a routine resync, `Unknown` on a first sync
+    /// and after a spec change (its last outcome says nothing of this spec).
+    pub(super) fn ready_while_syncing(&self) -> Option<(Truth, &'static str, String)> {
+        // An invalid spec that the operator now accepts (its flags changed) has no outcome
+        // to keep either.
+        let routine = self.ready_condition().is_some_and(|r| {
+            r.observed_generation == Some(self.generation)
+                && r.reason != reason::SYNCHRONIZING
+                && r.reason != reason::INVALID_CONFIGURATION
+        });
+        (!routine).then(|| {
+            (
+                Truth::Unknown,
+                reason::SYNCHRONIZING,
+                "the first sync of this spec is under way".to_string(),
+            )
+        })
+    }
+
+    /// A sync begins (its pod is created, or it waits for a slot): `Reconciling` says so.
+    pub(super) fn sync_begins(&self, what: String) -> ManagedOSVersionChannelStatus {
+        let mut status = self.status_with(self.ready_while_syncing(), Some(what), None);
+        status.sync_requested_at = self.requested_at().or(status.sync_requested_at);
+        status
+    }
 }
 
 #[cfg(test)]

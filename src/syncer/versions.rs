@@ -247,10 +247,8 @@ pub fn plan(
     existing: &[Arc<ManagedOSVersion>],
     delete_unlisted: bool,
 ) -> Result<Plan, String> {
-    let by_name: HashMap<String, &ManagedOSVersion> = existing
-        .iter()
-        .map(|v| (v.name_any(), v.as_ref()))
-        .collect();
+    let by_name: HashMap<String, &Arc<ManagedOSVersion>> =
+        existing.iter().map(|v| (v.name_any(), v)).collect();
     let mut plan = Plan::default();
     let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
     let mut conflicts = Vec::new();
@@ -264,7 +262,10 @@ pub fn plan(
         match by_name.get(&item.name) {
             None => {
                 plan.created = plan.created.saturating_add(1);
-                plan.effects.push(Effect::ApplyVersion(Box::new(want)));
+                plan.effects.push(Effect::ApplyVersion {
+                    want: Box::new(want),
+                    replaces: None,
+                });
             }
             Some(have) if !controlled_by(&have.metadata, channel) => {
                 conflicts.push(conflict_message(have));
@@ -275,7 +276,10 @@ pub fn plan(
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.
                     want.metadata.uid = have.uid();
-                    plan.effects.push(Effect::ApplyVersion(Box::new(want)));
+                    plan.effects.push(Effect::ApplyVersion {
+                        want: Box::new(want),
+                        replaces: Some(Arc::clone(have)),
+                    });
                 }
                 if is_flagged(have) {
                     plan.effects.push(Effect::MarkVersion {
@@ -305,6 +309,7 @@ pub fn plan(
             deletes.push(Effect::DeleteVersion {
                 name,
                 uid: have.uid().unwrap_or_default(),
+                before: Arc::clone(have),
             });
         } else if !is_flagged(have) {
             plan.flagged = plan.flagged.saturating_add(1);
@@ -345,284 +350,4 @@ pub(crate) fn spec_of(v: Value) -> crate::api::ManagedOSVersionSpec {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::syncer::tests::{arcs, channel, existing_version};
-    use serde_json::json;
-
-    fn item(name: &str, image: &str) -> ChannelVersion {
-        ChannelVersion {
-            name: name.into(),
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            spec: spec_of(
-                json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}}),
-            ),
-        }
-    }
-
-    fn config(ch: &ManagedOSVersionChannel) -> ChannelConfig {
-        crate::config::resolve(&ch.spec, &Default::default()).unwrap()
-    }
-
-    #[test]
-    fn registry_joins_with_one_slash() {
-        assert_eq!(with_registry("reg.io/", "/img:v1"), "reg.io/img:v1");
-        assert_eq!(with_registry("reg.io", "img:v1"), "reg.io/img:v1");
-    }
-
-    #[test]
-    fn desired_version_carries_owner_label_registry_and_upgrade_container() {
-        let mut ch = channel(
-            json!({"type": "custom", "registry": "reg.io/", "options": {"image": "i"},
-                                    "upgradeContainer": {"image": "upgrader"}}),
-        );
-        ch.metadata.name = Some("chan".into());
-        let v = desired(&ch, &config(&ch), &item("foo", "os:v1"));
-        assert_eq!(v.labels()[CHANNEL_LABEL], "chan");
-        assert_eq!(
-            v.spec.metadata.as_ref().unwrap()["upgradeImage"],
-            "reg.io/os:v1"
-        );
-        assert_eq!(
-            v.spec.upgrade_container.as_ref().unwrap()["image"],
-            "upgrader"
-        );
-        let owner = &v.owner_references()[0];
-        assert_eq!(
-            (owner.kind.as_str(), owner.controller),
-            ("ManagedOSVersionChannel", Some(true))
-        );
-        assert_eq!(v.metadata.namespace.as_deref(), Some("ns"));
-    }
-
-    #[test]
-    fn unchanged_versions_get_no_writes() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let want = desired(&ch, &config(&ch), &item("foo", "os:v1"));
-        let have = existing_version(&ch, want.clone());
-        let p = plan(
-            &ch,
-            Some((&config(&ch), &[item("foo", "os:v1")])),
-            &arcs(&[have]),
-            false,
-        )
-        .unwrap();
-        assert_eq!(p, Plan::default());
-        assert_eq!(p.summary(), "no changes");
-    }
-
-    #[test]
-    fn create_update_flag_unflag_and_delete() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let cfg = config(&ch);
-        let old = existing_version(&ch, desired(&ch, &cfg, &item("changed", "os:v0")));
-        let mut returning = existing_version(&ch, desired(&ch, &cfg, &item("back", "os:v1")));
-        returning
-            .annotations_mut()
-            .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
-        let gone = existing_version(&ch, desired(&ch, &cfg, &item("gone", "os:v1")));
-        let listed = [
-            item("new", "os:v1"),
-            item("changed", "os:v1"),
-            item("back", "os:v1"),
-        ];
-        let existing = [old, returning, gone];
-
-        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), false).unwrap();
-        assert_eq!((p.created, p.updated, p.flagged, p.deleted), (1, 1, 1, 0));
-        let kinds: Vec<String> = p.effects.iter().map(Effect::describe).collect();
-        assert_eq!(
-            kinds,
-            [
-                "apply version new",
-                "apply version changed",
-                "unflag version back",
-                "flag version gone"
-            ]
-        );
-        assert_eq!(
-            p.summary(),
-            "1 created, 1 updated, 1 flagged as no longer in sync"
-        );
-
-        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&existing), true).unwrap();
-        assert_eq!(p.effects.last().unwrap().describe(), "delete version gone");
-    }
-
-    #[test]
-    fn already_flagged_versions_are_not_written_again() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let mut gone = existing_version(&ch, desired(&ch, &config(&ch), &item("gone", "os:v1")));
-        gone.annotations_mut()
-            .insert(NO_LONGER_IN_SYNC_ANNOTATION.into(), "true".into());
-        let p = plan(&ch, None, &arcs(&[gone]), false).unwrap();
-        assert_eq!(p, Plan::default());
-    }
-
-    #[test]
-    fn versions_of_others_are_conflicts_and_never_touched() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let mut other = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        other.metadata.name = Some("other".into());
-        other.metadata.uid = Some("other-uid".into());
-        let theirs = existing_version(&other, desired(&other, &config(&other), &item("foo", "x")));
-        let mut orphan = theirs.clone();
-        orphan.metadata.name = Some("bar".into());
-        orphan.metadata.owner_references = None;
-        let listed = [
-            item("foo", "os:v1"),
-            item("bar", "os:v1"),
-            item("new", "os:v1"),
-        ];
-        let err = plan(
-            &ch,
-            Some((&config(&ch), &listed)),
-            &arcs(&[theirs.clone(), orphan]),
-            false,
-        )
-        .unwrap_err();
-        assert!(
-            err.contains(
-                "\"foo\" already exists and is controlled by ManagedOSVersionChannel \"other\""
-            ),
-            "{err}"
-        );
-        assert!(
-            err.contains("\"bar\" already exists and is not controlled by any channel"),
-            "{err}"
-        );
-        // Not listed, not ours: left alone.
-        let p = plan(&ch, Some((&config(&ch), &[])), &arcs(&[theirs]), true).unwrap();
-        assert_eq!(p, Plan::default());
-    }
-}
-
-#[cfg(test)]
-mod change_detection {
-    use super::*;
-    use crate::syncer::tests::{applied_by_operator, arcs, channel, existing_version};
-    use serde_json::json;
-
-    fn version(labels: Value, spec: Value) -> ManagedOSVersion {
-        let mut v = ManagedOSVersion::new("foo", spec_of(spec));
-        v.metadata.labels = serde_json::from_value(labels).unwrap();
-        v
-    }
-
-    #[test]
-    fn only_what_the_operator_owns_counts() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let want = version(
-            json!({"a": "1", CHANNEL_LABEL: "chan"}),
-            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x", "size": 1}}),
-        );
-        let have = existing_version(&ch, want.clone());
-        assert!(!differs(&have, &want));
-
-        // Fields another manager added (a label, a spec key) are not the operator's business.
-        let mut foreign = have.clone();
-        foreign.labels_mut().insert("team".into(), "os".into());
-        foreign
-            .spec
-            .metadata
-            .as_mut()
-            .unwrap()
-            .insert("note".into(), json!("hi"));
-        assert!(!differs(&foreign, &want));
-
-        // Numbers compare by value.
-        let mut float = have.clone();
-        float.spec.metadata.as_mut().unwrap()["size"] = json!(1.0);
-        assert!(!differs(&float, &want));
-
-        // An edit of an owned field, or a removed owned label, is drift.
-        let mut edited = have.clone();
-        edited.spec.version = Some("v2".into());
-        assert!(differs(&edited, &want));
-        let mut unlabelled = have.clone();
-        unlabelled.labels_mut().remove("a");
-        assert!(differs(&unlabelled, &want));
-
-        // A label or spec key the channel data dropped must be removed: write.
-        let dropped = version(
-            json!({CHANNEL_LABEL: "chan"}),
-            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x", "size": 1}}),
-        );
-        assert!(differs(&have, &dropped));
-        let smaller = version(
-            json!({"a": "1", CHANNEL_LABEL: "chan"}),
-            json!({"type": "container", "version": "v1", "metadata": {"upgradeImage": "x"}}),
-        );
-        assert!(differs(&have, &smaller));
-
-        // The watch cache's compact form of the field set decides the same.
-        for (v, want, expected) in [
-            (&have, &want, false),
-            (&foreign, &want, false),
-            (&float, &want, false),
-            (&edited, &want, true),
-            (&unlabelled, &want, true),
-            (&have, &dropped, true),
-            (&have, &smaller, true),
-        ] {
-            let mut compact = v.clone();
-            compact_owned_fields(&mut compact);
-            assert!(matches!(
-                &compact.metadata.managed_fields.as_ref().unwrap()[0].fields_v1,
-                Some(FieldsV1(Value::String(_)))
-            ));
-            assert_eq!(differs(&compact, want), expected, "{v:?}");
-        }
-
-        // Never applied by the operator (no managedFields record): write once.
-        let mut unknown = have.clone();
-        unknown.metadata.managed_fields = None;
-        assert!(differs(&unknown, &want));
-        unknown.metadata.managed_fields = Some(vec![applied_by_operator(&want)]);
-        assert!(!differs(&unknown, &want));
-    }
-
-    #[test]
-    fn updates_carry_the_uid_and_deletes_come_last() {
-        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
-        let cfg = crate::config::resolve(&ch.spec, &Default::default()).unwrap();
-        let item = |name: &str, image: &str| ChannelVersion {
-            name: name.into(),
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            spec: spec_of(
-                json!({"version": "v1", "type": "container", "metadata": {"upgradeImage": image}}),
-            ),
-        };
-        let gone = existing_version(&ch, desired(&ch, &cfg, &item("a-gone", "x")));
-        let changed = existing_version(&ch, desired(&ch, &cfg, &item("b", "old")));
-        let p = plan(
-            &ch,
-            Some((&cfg, &[item("b", "new"), item("c", "x")])),
-            &arcs(&[gone, changed]),
-            true,
-        )
-        .unwrap();
-        let kinds: Vec<String> = p.effects.iter().map(Effect::describe).collect();
-        assert_eq!(
-            kinds,
-            [
-                "apply version b",
-                "apply version c",
-                "delete version a-gone"
-            ]
-        );
-        let Effect::ApplyVersion(b) = &p.effects[0] else {
-            unreachable!()
-        };
-        assert_eq!(b.metadata.uid.as_deref(), Some("b-uid"));
-        let Effect::ApplyVersion(c) = &p.effects[1] else {
-            unreachable!()
-        };
-        assert_eq!(
-            c.metadata.uid, None,
-            "a create has nothing to be conditional on"
-        );
-    }
-}
+mod tests;

@@ -71,7 +71,7 @@ fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event()
         descriptions(&d),
         ["apply version foo", "apply version bar", "delete pod chan"]
     );
-    let Effect::ApplyVersion(foo) = &d.effects[0] else {
+    let Effect::ApplyVersion { want: foo, .. } = &d.effects[0] else {
         unreachable!()
     };
     assert_eq!(foo.spec.type_, "iso", "the last entry wins");

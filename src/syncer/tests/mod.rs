@@ -11,6 +11,7 @@ pub(crate) use serde_json::{Value, json};
 mod bounds;
 mod data;
 mod json;
+mod pod_images;
 mod pods;
 mod status;
 mod timing;

@@ -1,6 +1,7 @@
 //! The status conditions: disabled, invalid, suspended, kstatus, transition times.
 
 use super::*;
+use crate::api::STALLED;
 
 #[test]
 fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {

@@ -103,7 +103,6 @@ fn version(name: &str, uid: Option<&str>) -> ManagedOSVersion {
 async fn write(
     api: &Api<ManagedOSVersion>,
     effects: &[Effect],
-    existing: &[Arc<ManagedOSVersion>],
 ) -> Result<Vec<(String, Option<String>)>, Error> {
     let metrics = Metrics::default();
     let in_flight = Semaphore::new(WRITES_IN_FLIGHT);
@@ -112,14 +111,17 @@ async fn write(
         in_flight: &in_flight,
         metrics: &metrics,
     }
-    .write_all(effects, existing)
+    .write_all(effects)
     .await
 }
 
 fn creates(names: &[&str]) -> Vec<Effect> {
     names
         .iter()
-        .map(|n| Effect::ApplyVersion(Box::new(version(n, None))))
+        .map(|n| Effect::ApplyVersion {
+            want: Box::new(version(n, None)),
+            replaces: None,
+        })
         .collect()
 }
 
@@ -133,9 +135,9 @@ async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
     effects.push(Effect::DeleteVersion {
         name: "old".into(),
         uid: "uid-old".into(),
+        before: Arc::new(version("old", Some("uid-old"))),
     });
-    let existing = vec![Arc::new(version("old", Some("uid-old")))];
-    let err = write(&api, &effects, &existing).await.unwrap_err();
+    let err = write(&api, &effects).await.unwrap_err();
     let Error::Write { what, undo, .. } = &err else {
         panic!("{err:?}")
     };
@@ -162,9 +164,7 @@ async fn a_write_the_dry_run_refuses_changes_nothing() {
     let (api, calls) = fake_api(|c| {
         (c.name == "b" && c.dry_run).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
     });
-    let err = write(&api, &creates(&["a", "b", "c"]), &[])
-        .await
-        .unwrap_err();
+    let err = write(&api, &creates(&["a", "b", "c"])).await.unwrap_err();
     assert!(
         matches!(&err, Error::DryRun { what, .. } if what == "apply version b"),
         "{err:?}"
@@ -191,7 +191,7 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
             )
         })
     });
-    let err = write(&api, &creates(&["a"]), &[]).await.unwrap_err();
+    let err = write(&api, &creates(&["a"])).await.unwrap_err();
     assert_eq!(
         err.to_string(),
         "apply version a: version a was created by someone else during the sync; nothing was changed"
@@ -204,23 +204,24 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
 #[tokio::test]
 async fn updates_and_flags_carry_the_uid_and_deletes_go_last() {
     let (api, calls) = fake_api(|_| None);
-    let existing = vec![
-        Arc::new(version("kept", Some("uid-kept"))),
-        Arc::new(version("gone", Some("uid-gone"))),
-    ];
+    let kept = Arc::new(version("kept", Some("uid-kept")));
     let effects = vec![
         Effect::DeleteVersion {
             name: "gone".into(),
             uid: "uid-gone".into(),
+            before: Arc::new(version("gone", Some("uid-gone"))),
         },
-        Effect::ApplyVersion(Box::new(version("kept", Some("uid-kept")))),
+        Effect::ApplyVersion {
+            want: Box::new(version("kept", Some("uid-kept"))),
+            replaces: Some(kept),
+        },
         Effect::MarkVersion {
             name: "kept".into(),
             uid: "uid-kept".into(),
             no_longer_in_sync: false,
         },
     ];
-    let written = write(&api, &effects, &existing).await.unwrap();
+    let written = write(&api, &effects).await.unwrap();
     assert_eq!(written.len(), 3);
     let calls = calls.lock().unwrap().clone();
     let real: Vec<&Call> = calls.iter().filter(|c| !c.dry_run).collect();
@@ -247,7 +248,7 @@ async fn a_failed_undo_says_which_versions_it_could_not_take_back() {
             None
         }
     });
-    let err = write(&api, &creates(&["a", "b"]), &[]).await.unwrap_err();
+    let err = write(&api, &creates(&["a", "b"])).await.unwrap_err();
     assert!(
         err.to_string()
             .ends_with("undoing the sync's earlier writes failed for a: etcd is down"),

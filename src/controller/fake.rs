@@ -1,0 +1,282 @@
+//! An in-memory world behind the I/O boundary, for reconcile tests that run in
+//! milliseconds: channels (as the API server and the caches have them), pods, versions,
+//! logs, a json source, Events; API errors and lagging caches on request; a log of calls.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::Error;
+use super::io::{ChannelIo, Written};
+use super::queue::Key;
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
+use crate::config::JsonOptions;
+use crate::fetch::{Response, Validators};
+use crate::syncer::{Effect, versions};
+
+/// What the json source answers.
+pub type Source = Box<dyn Fn(&Validators) -> Response + Send + Sync>;
+
+#[derive(Default)]
+pub struct World {
+    pub channels: HashMap<Key, ManagedOSVersionChannel>,
+    pub pods: HashMap<Key, Pod>,
+    pub versions: HashMap<Key, ManagedOSVersion>,
+    pub display_logs: HashMap<Key, Vec<u8>>,
+    pub source: Option<Source>,
+    /// Every Event, with its series as patched.
+    pub events: Vec<Event>,
+    pub woken: Vec<Key>,
+    /// Operations (`"versions"`, `"patch_status"`, ...) that fail with this HTTP status.
+    pub failing: HashMap<&'static str, u16>,
+    /// The caches do not catch up with the writes (every wait gives up).
+    pub caches_lag: bool,
+    /// The pod cache does not show the pods yet: no sync is observed running.
+    pub pods_unseen: bool,
+    /// The operations performed, in order, with the channel or object they name.
+    pub calls: Vec<String>,
+    serial: u64,
+}
+
+impl World {
+    fn next(&mut self) -> String {
+        self.serial = self.serial.saturating_add(1);
+        self.serial.to_string()
+    }
+
+    fn call(&mut self, what: &'static str, on: &str) -> Result<(), kube::Error> {
+        self.calls.push(format!("{what} {on}"));
+        match self.failing.get(what) {
+            Some(code) => Err(kube::Error::Api(
+                kube::core::Status::failure(&format!("{what} fails ({code})"), "Injected")
+                    .with_code(*code)
+                    .boxed(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct FakeIo {
+    world: Mutex<World>,
+}
+
+impl FakeIo {
+    pub fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn key_of(namespace: &str, name: &str) -> Key {
+    kube::runtime::reflector::ObjectRef::new(name).within(namespace)
+}
+
+fn status_error(code: u16) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure("refused", "Injected")
+            .with_code(code)
+            .boxed(),
+    )
+}
+
+impl ChannelIo for FakeIo {
+    fn running_syncs(&self) -> HashSet<Key> {
+        let world = self.world();
+        if world.pods_unseen {
+            return HashSet::new();
+        }
+        world
+            .pods
+            .iter()
+            .filter(|(_, pod)| {
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+                    && pod.metadata.deletion_timestamp.is_none()
+            })
+            .filter(|(key, pod)| {
+                world
+                    .channels
+                    .get(key)
+                    .is_some_and(|ch| versions::controlled_by(&pod.metadata, ch))
+            })
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    fn wake(&self, key: Key) {
+        self.world().woken.push(key);
+    }
+
+    async fn read_channel(
+        &self,
+        key: &Key,
+    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
+        let mut world = self.world();
+        world.call("read_channel", &key.name)?;
+        Ok(world.channels.get(key).cloned())
+    }
+
+    async fn pod(&self, key: &Key, fresh: bool) -> Result<Option<Arc<Pod>>, kube::Error> {
+        let mut world = self.world();
+        if fresh {
+            world.call("read_pod", &key.name)?;
+        }
+        Ok(world.pods.get(key).cloned().map(Arc::new))
+    }
+
+    async fn display_log(&self, key: &Key, _max: u64) -> Result<Vec<u8>, Error> {
+        let mut world = self.world();
+        world
+            .call("display_log", &key.name)
+            .map_err(super::errors::kube_err("reading the display log"))?;
+        Ok(world.display_logs.get(key).cloned().unwrap_or_default())
+    }
+
+    async fn runner_tail(&self, key: &Key) -> String {
+        let mut world = self.world();
+        world.calls.push(format!("runner_tail {}", key.name));
+        "runner output".into()
+    }
+
+    async fn versions(&self, namespace: &str) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+        let mut world = self.world();
+        world.call("versions", namespace)?;
+        Ok(world
+            .versions
+            .iter()
+            .filter(|(k, _)| k.namespace.as_deref() == Some(namespace))
+            .map(|(_, v)| Arc::new(v.clone()))
+            .collect())
+    }
+
+    async fn fetch(&self, options: &JsonOptions, validators: &Validators, _max: u64) -> Response {
+        let mut world = self.world();
+        world.calls.push(format!("fetch {}", options.uri));
+        match &world.source {
+            Some(source) => source(validators),
+            None => Response::Failed("no source".into()),
+        }
+    }
+
+    async fn write_versions(
+        &self,
+        namespace: &str,
+        effects: &[Effect],
+    ) -> Result<Vec<Written>, Error> {
+        let mut world = self.world();
+        world
+            .call("write_versions", namespace)
+            .map_err(super::errors::kube_err("writing versions"))?;
+        let mut written = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::ApplyVersion { want, .. } => {
+                    let mut v = want.as_ref().clone();
+                    let rv = world.next();
+                    v.metadata.uid = v.metadata.uid.take().or_else(|| Some(format!("v-{rv}")));
+                    v.metadata.resource_version = Some(rv.clone());
+                    let key = key_of(namespace, &v.name_any());
+                    written.push((v.name_any(), Some(rv)));
+                    world.versions.insert(key, v);
+                }
+                Effect::DeleteVersion { name, .. } => {
+                    world.versions.remove(&key_of(namespace, name));
+                    written.push((name.clone(), None));
+                }
+                Effect::MarkVersion { name, .. } => written.push((name.clone(), None)),
+                Effect::CreatePod(_) | Effect::DeletePod { .. } => {}
+            }
+        }
+        Ok(written)
+    }
+
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+        let mut world = self.world();
+        world.call("create_pod", &pod.name_any())?;
+        let key = key_of(namespace, &pod.name_any());
+        if world.pods.contains_key(&key) {
+            return Err(status_error(409));
+        }
+        let mut pod = pod.clone();
+        pod.metadata.uid = Some(format!("pod-{}", world.next()));
+        pod.metadata.creation_timestamp = Some(Time(Timestamp::now()));
+        world.pods.insert(key, pod.clone());
+        Ok(pod)
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call("delete_pod", name)?;
+        let key = key_of(namespace, name);
+        match world.pods.get(&key) {
+            Some(p) if p.uid().as_deref() == Some(uid) => {
+                world.pods.remove(&key);
+                Ok(())
+            }
+            Some(_) => Err(status_error(409)),
+            None => Err(status_error(404)),
+        }
+    }
+
+    async fn pod_cache_shows(
+        &self,
+        _key: &Key,
+        _created: Option<&str>,
+        _deleted: &[String],
+    ) -> bool {
+        !self.world().caches_lag
+    }
+
+    async fn patch_status(
+        &self,
+        key: &Key,
+        status: &ManagedOSVersionChannelStatus,
+    ) -> Result<bool, kube::Error> {
+        let mut world = self.world();
+        world.call("patch_status", &key.name)?;
+        let rv = world.next();
+        let Some(channel) = world.channels.get_mut(key) else {
+            return Err(status_error(404));
+        };
+        channel.status = Some(status.clone());
+        channel.metadata.resource_version = Some(rv);
+        Ok(!world.caches_lag)
+    }
+
+    async fn create_event(&self, _namespace: &str, event: &Event) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call(
+            "create_event",
+            event.metadata.name.as_deref().unwrap_or_default(),
+        )?;
+        world.events.push(event.clone());
+        Ok(())
+    }
+
+    async fn patch_event_series(
+        &self,
+        _namespace: &str,
+        name: &str,
+        series: EventSeries,
+    ) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call("patch_event", name)?;
+        match world
+            .events
+            .iter_mut()
+            .find(|e| e.metadata.name.as_deref() == Some(name))
+        {
+            Some(event) => {
+                event.series = Some(series);
+                Ok(())
+            }
+            None => Err(status_error(404)),
+        }
+    }
+}

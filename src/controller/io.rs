@@ -1,0 +1,124 @@
+//! The I/O boundary: everything a reconciliation does to the world, as one trait. The
+//! controller runs over [`KubeIo`](super::kube_io::KubeIo) (the API server, the watch
+//! caches, the HTTP client); the reconcile tests run over an in-memory fake in
+//! milliseconds. What the API server alone can tell (dry runs, admission, quotas, watches,
+//! pods that run) stays with the cluster tests.
+//!
+//! Methods return the raw `kube::Error`: classifying it, and what a failure means for the
+//! sync, is the pipeline's business, the same for every implementation.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+
+use super::Error;
+use super::queue::Key;
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
+use crate::config::JsonOptions;
+use crate::fetch::{Response, Validators};
+use crate::syncer::Effect;
+
+/// A version the writes of a sync left behind: its name and the resourceVersion the
+/// write returned (`None`: deleted). The cache is awaited for these.
+pub type Written = (String, Option<String>);
+
+pub trait ChannelIo: Send + Sync + 'static {
+    /// Channels observed syncing: their syncer pod runs and a live channel controls it.
+    fn running_syncs(&self) -> HashSet<Key>;
+
+    /// Wakes the channel's reconciliation (its turn for a sync slot has come).
+    fn wake(&self, key: Key);
+
+    /// The channel as the API server has it now (after a cache wait gave up).
+    fn read_channel(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<ManagedOSVersionChannel>, kube::Error>> + Send;
+
+    /// The pod named after the channel, whoever controls it: from the cache, or from the
+    /// API server when `fresh` (or no cache covers the namespace).
+    fn pod(
+        &self,
+        key: &Key,
+        fresh: bool,
+    ) -> impl Future<Output = Result<Option<Arc<Pod>>, kube::Error>> + Send;
+
+    /// The `display` container's log, capped at `max_output_bytes` plus the frame.
+    fn display_log(
+        &self,
+        key: &Key,
+        max_output_bytes: u64,
+    ) -> impl Future<Output = Result<Vec<u8>, Error>> + Send;
+
+    /// The end of the `runner` container's log, or why it could not be read.
+    fn runner_tail(&self, key: &Key) -> impl Future<Output = String> + Send;
+
+    /// Every version of the namespace.
+    fn versions(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
+
+    /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`.
+    fn fetch(
+        &self,
+        options: &JsonOptions,
+        validators: &Validators,
+        max_bytes: u64,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// The version writes among `effects`, all or nothing (dry runs first, undone on a
+    /// late refusal); waits until the cache shows them.
+    fn write_versions(
+        &self,
+        namespace: &str,
+        effects: &[Effect],
+    ) -> impl Future<Output = Result<Vec<Written>, Error>> + Send;
+
+    fn create_pod(
+        &self,
+        namespace: &str,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send;
+
+    /// Deletes exactly the pod with this uid.
+    fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Waits until the pod cache shows a created pod (`created`: its uid) and the deleted
+    /// ones (`deleted`); whether it did in time.
+    fn pod_cache_shows(
+        &self,
+        key: &Key,
+        created: Option<&str>,
+        deleted: &[String],
+    ) -> impl Future<Output = bool> + Send;
+
+    /// Writes the channel's status and waits until the cache shows it; whether it did.
+    fn patch_status(
+        &self,
+        key: &Key,
+        status: &ManagedOSVersionChannelStatus,
+    ) -> impl Future<Output = Result<bool, kube::Error>> + Send;
+
+    fn create_event(
+        &self,
+        namespace: &str,
+        event: &Event,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Adds to the series of an Event published before.
+    fn patch_event_series(
+        &self,
+        namespace: &str,
+        name: &str,
+        series: EventSeries,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+}

@@ -1,0 +1,244 @@
+//! The I/O boundary over the API server: reads from the shared watch caches (the API server
+//! when a cache is not there or may be stale), writes that wait until the cache shows them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+use super::caches::{self, Scope};
+use super::errors::delete_uid;
+use super::io::{ChannelIo, Written};
+use super::queue::Key;
+use super::writes::{self, Writer};
+use super::{Error, pods};
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
+use crate::config::JsonOptions;
+use crate::fetch::{self, Response, Validators};
+use crate::metrics::Metrics;
+use crate::syncer::Effect;
+
+pub struct KubeIo {
+    pub client: Client,
+    pub scopes: Vec<Scope>,
+    /// Wakes a channel's reconciliation (one sender per scope, same order).
+    pub wake: Vec<mpsc::UnboundedSender<Key>>,
+    pub http: fetch::Client,
+    pub metrics: Arc<Metrics>,
+    /// Version writes in flight, all syncs together.
+    pub writes: tokio::sync::Semaphore,
+}
+
+impl KubeIo {
+    pub fn new(
+        client: Client,
+        scopes: Vec<Scope>,
+        wake: Vec<mpsc::UnboundedSender<Key>>,
+        http: fetch::Client,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        KubeIo {
+            client,
+            scopes,
+            wake,
+            http,
+            metrics,
+            writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
+        }
+    }
+
+    fn scope(&self, namespace: &str) -> Option<&Scope> {
+        self.scopes.iter().find(|s| s.covers(namespace))
+    }
+
+    fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
+
+fn parts(key: &Key) -> (String, &str) {
+    (key.namespace.clone().unwrap_or_default(), key.name.as_str())
+}
+
+impl ChannelIo for KubeIo {
+    fn running_syncs(&self) -> HashSet<Key> {
+        self.scopes.iter().flat_map(Scope::running_syncs).collect()
+    }
+
+    fn wake(&self, key: Key) {
+        let ns = key.namespace.clone().unwrap_or_default();
+        let at = self.scopes.iter().position(|s| s.covers(&ns));
+        if let Some(sender) = at.and_then(|i| self.wake.get(i)) {
+            let _ = sender.unbounded_send(key);
+        }
+    }
+
+    async fn read_channel(
+        &self,
+        key: &Key,
+    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
+        let (ns, name) = parts(key);
+        self.api::<ManagedOSVersionChannel>(&ns).get_opt(name).await
+    }
+
+    async fn pod(&self, key: &Key, fresh: bool) -> Result<Option<Arc<Pod>>, kube::Error> {
+        let (ns, name) = parts(key);
+        match self.scope(&ns) {
+            Some(scope) if !fresh => Ok(scope.pod(&ns, name)),
+            _ => Ok(self.api::<Pod>(&ns).get_opt(name).await?.map(Arc::new)),
+        }
+    }
+
+    async fn display_log(&self, key: &Key, max_output_bytes: u64) -> Result<Vec<u8>, Error> {
+        let (ns, name) = parts(key);
+        pods::display_log(&self.api(&ns), name, max_output_bytes).await
+    }
+
+    async fn runner_tail(&self, key: &Key) -> String {
+        let (ns, name) = parts(key);
+        pods::runner_tail(&self.api(&ns), name).await
+    }
+
+    /// From the watch cache (listed only if the cache is not filled yet, which happens
+    /// once, at start).
+    async fn versions(&self, namespace: &str) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+        if let Some(scope) = self.scope(namespace)
+            && let Some(versions) = scope.versions_in(namespace).await
+        {
+            return Ok(versions);
+        }
+        let list = self
+            .api::<ManagedOSVersion>(namespace)
+            .list(&ListParams::default())
+            .await?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+
+    async fn fetch(&self, options: &JsonOptions, validators: &Validators, max: u64) -> Response {
+        fetch::get(&self.http, options, validators, max).await
+    }
+
+    /// Waits until the versions cache shows every write (each version at the
+    /// resourceVersion the write returned, or gone), so that no decision acts on a cache
+    /// that has not seen them. Should it give up, a later decision still sees them, a moment
+    /// late.
+    async fn write_versions(
+        &self,
+        namespace: &str,
+        effects: &[Effect],
+    ) -> Result<Vec<Written>, Error> {
+        let written = Writer {
+            api: &self.api(namespace),
+            in_flight: &self.writes,
+            metrics: &self.metrics,
+        }
+        .write_all(effects)
+        .await?;
+        if let Some(scope) = self.scope(namespace)
+            && !written.is_empty()
+        {
+            caches::wait_until(|| {
+                written.iter().all(|(name, rv)| {
+                    let cached = scope.versions.get(&ObjectRef::new(name).within(namespace));
+                    match rv {
+                        Some(rv) => {
+                            caches::shows(cached.and_then(|v| v.resource_version()).as_deref(), rv)
+                        }
+                        None => cached.is_none(),
+                    }
+                })
+            })
+            .await;
+        }
+        Ok(written)
+    }
+
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+        self.api::<Pod>(namespace)
+            .create(&PostParams::default(), pod)
+            .await
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::Error> {
+        self.api::<Pod>(namespace)
+            .delete(name, &delete_uid(uid, false))
+            .await
+            .map(drop)
+    }
+
+    async fn pod_cache_shows(&self, key: &Key, created: Option<&str>, deleted: &[String]) -> bool {
+        let (ns, name) = parts(key);
+        let Some(scope) = self.scope(&ns) else {
+            return true;
+        };
+        caches::wait_until(|| {
+            let cached = scope.pod(&ns, name);
+            let uid = cached.as_ref().and_then(|p| p.uid());
+            let shows_created = created.is_none_or(|c| uid.as_deref() == Some(c));
+            let shows_deleted = deleted.iter().all(|d| {
+                cached.as_ref().is_none_or(|p| {
+                    uid.as_deref() != Some(d.as_str()) || p.metadata.deletion_timestamp.is_some()
+                })
+            });
+            shows_created && shows_deleted
+        })
+        .await
+    }
+
+    async fn patch_status(
+        &self,
+        key: &Key,
+        status: &ManagedOSVersionChannelStatus,
+    ) -> Result<bool, kube::Error> {
+        let (ns, name) = parts(key);
+        let written = self
+            .api::<ManagedOSVersionChannel>(&ns)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": status})),
+            )
+            .await?;
+        let (Some(scope), Some(rv)) = (self.scope(&ns), written.resource_version()) else {
+            return Ok(true);
+        };
+        Ok(caches::wait_until(|| {
+            let cached = scope.channels.get(key);
+            caches::shows(cached.and_then(|c| c.resource_version()).as_deref(), &rv)
+        })
+        .await)
+    }
+
+    async fn create_event(&self, namespace: &str, event: &Event) -> Result<(), kube::Error> {
+        self.api::<Event>(namespace)
+            .create(&PostParams::default(), event)
+            .await
+            .map(drop)
+    }
+
+    async fn patch_event_series(
+        &self,
+        namespace: &str,
+        name: &str,
+        series: EventSeries,
+    ) -> Result<(), kube::Error> {
+        self.api::<Event>(namespace)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "series": series })),
+            )
+            .await
+            .map(drop)
+    }
+}

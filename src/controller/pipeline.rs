@@ -1,0 +1,424 @@
+//! One reconciliation of a channel, as a named sequence of steps:
+//!
+//! 1. `refresh`: the channel's record (a namesake's is forgotten); a channel whose cached
+//!    copy may be stale is read fresh;
+//! 2. `observe_pod`: its pod, from the cache (fresh when stale);
+//! 3. `take_slot`: when the phase says a sync starts, a sync slot or a place in line;
+//! 4. `decide`, then `gather` what the decision asks for (logs, versions, the fetch) and
+//!    decide again, once for each observation gathered;
+//! 5. `write`: the version writes, all or nothing;
+//! 6. `pods`: the pod created or deleted (a refused pod is an observation: decide again);
+//! 7. `settle`: the slot given back when the sync ended, the json body kept;
+//! 8. `finish`: the status, metrics, Events, and when to look again.
+//!
+//! Whatever fails in steps 2-6 is an observation too: the attempt is decided as a failed
+//! sync. A step that acts before or instead of a sync (a finalizer, say) goes between 1 and
+//! 2 and returns its own `Action`.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::errors::{Error, kube_err};
+use super::io::ChannelIo;
+use super::queue::Key;
+use super::{Context, pods};
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
+use crate::config::{ChannelConfig, JsonOptions};
+use crate::failure::SyncFailure;
+use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
+
+/// What was gathered for one reconciliation; the decision core borrows it.
+#[derive(Default)]
+struct Gathered {
+    pod: Option<Arc<Pod>>,
+    display_log: Option<Vec<u8>>,
+    runner_log: Option<String>,
+    /// The fetch, and the options it was made with.
+    fetched: Option<(JsonOptions, Fetched)>,
+    versions: Option<Vec<Arc<ManagedOSVersion>>>,
+    pod_create_error: Option<SyncFailure>,
+    error: Option<SyncFailure>,
+    queued: bool,
+}
+
+/// One reconciliation in progress.
+pub struct Attempt<'a, I: ChannelIo> {
+    ctx: &'a Context<I>,
+    key: &'a Key,
+    uid: String,
+    namespace: String,
+    channel: Arc<ManagedOSVersionChannel>,
+    /// The channel's spec under the operator's settings, resolved once.
+    config: Result<ChannelConfig, String>,
+    seen: Gathered,
+    counts: Counts,
+}
+
+/// Decisions made, and observations gathered (the first look counts as one): a decision is
+/// made once for each observation, never twice for the same one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub decisions: u32,
+    pub observations: u32,
+}
+
+impl Counts {
+    fn observed(&mut self) {
+        self.observations = self.observations.saturating_add(1);
+    }
+}
+
+impl<'a, I: ChannelIo> Attempt<'a, I> {
+    /// Steps 1-8, and how many decisions and observations they took.
+    pub async fn run(
+        ctx: &'a Context<I>,
+        key: &'a Key,
+        cached: Arc<ManagedOSVersionChannel>,
+    ) -> Result<(Action, Counts), Error> {
+        let uid = cached.uid().unwrap_or_default();
+        let Some((channel, stale)) = refresh(ctx, key, &uid, cached).await? else {
+            return Ok((Action::await_change(), Counts::default()));
+        };
+        // Read fresh, it may be a namesake created since: its record is its own.
+        let uid = channel.uid().unwrap_or(uid);
+        let mut attempt = Attempt::new(ctx, key, uid, channel);
+        let decision = match attempt.sync(stale).await {
+            Ok(decision) => decision,
+            Err(e) => attempt.failed(e).await,
+        };
+        let action = attempt.finish(decision).await?;
+        Ok((action, attempt.counts))
+    }
+
+    fn new(
+        ctx: &'a Context<I>,
+        key: &'a Key,
+        uid: String,
+        channel: Arc<ManagedOSVersionChannel>,
+    ) -> Self {
+        Attempt {
+            ctx,
+            key,
+            uid,
+            namespace: key.namespace.clone().unwrap_or_default(),
+            config: ctx.settings.resolve(&channel.spec),
+            channel,
+            seen: Gathered::default(),
+            counts: Counts {
+                decisions: 0,
+                observations: 1,
+            },
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.key.name
+    }
+
+    /// Steps 2-7.
+    async fn sync(&mut self, stale: bool) -> Result<Decision, Error> {
+        self.observe_pod(stale).await?;
+        self.take_slot();
+        let mut decision = self.decide();
+        // Channel data held by this attempt (read, parsed, written), within the shared budget.
+        let mut data = None;
+        // Each round gathers something new, so this ends; the bound guards against a bug.
+        for _ in 0..4 {
+            if !decision.needs.any() || !self.gather(&decision.needs, &mut data).await? {
+                break;
+            }
+            decision = self.decide();
+        }
+        self.write(&decision).await?;
+        self.pods(&mut decision).await?;
+        self.settle(&decision);
+        // Done with the data: it leaves memory before its room in the budget is given back.
+        self.seen.display_log = None;
+        self.seen.fetched = None;
+        decision.effects.clear();
+        drop(data);
+        Ok(decision)
+    }
+
+    async fn observe_pod(&mut self, fresh: bool) -> Result<(), Error> {
+        let name = self.name().to_string();
+        let ns = self.namespace.clone();
+        self.seen.pod = self
+            .ctx
+            .io
+            .pod(self.key, fresh)
+            .await
+            .map_err(kube_err(format!("reading pod {ns}/{name}")))?;
+        Ok(())
+    }
+
+    /// Takes a sync slot when a sync starts; without one, the sync waits its turn.
+    fn take_slot(&mut self) {
+        let phase = syncer::phase_resolved(&self.observation(), &self.ctx.settings, &self.config);
+        if phase.starts_sync() && !self.ctx.take_slot(self.key) {
+            self.seen.queued = true;
+        }
+    }
+
+    fn observation(&self) -> Observation<'_> {
+        let seen = &self.seen;
+        Observation {
+            channel: &self.channel,
+            pod: seen.pod.as_deref(),
+            display_log: seen.display_log.as_deref(),
+            runner_log: seen.runner_log.as_deref(),
+            fetched: seen.fetched.as_ref().map(|(_, f)| f),
+            versions: seen.versions.as_deref(),
+            pod_create_error: seen.pod_create_error.as_ref(),
+            error: seen.error.as_ref(),
+            queued: seen.queued,
+            now: Timestamp::now(),
+        }
+    }
+
+    fn decide(&mut self) -> Decision {
+        self.counts.decisions = self.counts.decisions.saturating_add(1);
+        syncer::decide_resolved(&self.observation(), &self.ctx.settings, &self.config)
+    }
+
+    /// Observes what the decision needs and has not been observed yet; whether anything was.
+    async fn gather<'d>(
+        &mut self,
+        needs: &Needs,
+        data: &mut Option<tokio::sync::SemaphorePermit<'d>>,
+    ) -> Result<bool, Error>
+    where
+        'a: 'd,
+    {
+        let ctx: &'d Context<I> = self.ctx;
+        let before = self.counts.observations;
+        if needs.display_log && self.seen.display_log.is_none() {
+            let reserved = ctx.reserve_data().await;
+            let max = ctx.settings.max_output_bytes;
+            let log = ctx.io.display_log(self.key, max).await?;
+            *data = Context::<I>::keep_data(reserved, log.len());
+            self.seen.display_log = Some(log);
+            self.counts.observed();
+        }
+        if needs.runner_log && self.seen.runner_log.is_none() {
+            self.seen.runner_log = Some(ctx.io.runner_tail(self.key).await);
+            self.counts.observed();
+        }
+        if needs.versions && self.seen.versions.is_none() {
+            let ns = &self.namespace;
+            let versions = ctx
+                .io
+                .versions(ns)
+                .await
+                .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
+            self.seen.versions = Some(versions);
+            self.counts.observed();
+        }
+        if let Some(options) = &needs.fetch
+            && self.seen.fetched.is_none()
+        {
+            let reserved = ctx.reserve_data().await;
+            let fetched = ctx.fetch(self.key, &self.uid, options).await;
+            let bytes = match &fetched {
+                Fetched::Body { data, .. } => data.len(),
+                Fetched::Failed(_) => 0,
+            };
+            *data = Context::<I>::keep_data(reserved, bytes);
+            self.seen.fetched = Some((options.clone(), fetched));
+            self.counts.observed();
+        }
+        Ok(self.counts.observations > before)
+    }
+
+    /// The version writes of the decision, all or nothing.
+    async fn write(&self, decision: &Decision) -> Result<(), Error> {
+        if !decision.effects.iter().any(is_version_write) {
+            return Ok(());
+        }
+        self.ctx
+            .io
+            .write_versions(&self.namespace, &decision.effects)
+            .await?;
+        Ok(())
+    }
+
+    /// Creates or deletes the pod as decided; when the API server refuses the pod, decides
+    /// again knowing why.
+    async fn pods(&mut self, decision: &mut Decision) -> Result<(), Error> {
+        let changes = match self.perform_pods(&decision.effects).await {
+            Ok(changes) => changes,
+            // The versions are written: the sync succeeded. The pod goes at the next look.
+            Err(e) if decision.outcome == Some(Outcome::Synchronized) => {
+                warn!("after a successful sync: {e}");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some((failure, exists)) = changes.refused {
+            self.seen.pod_create_error = Some(failure);
+            self.counts.observed();
+            if exists {
+                // A pod of that name exists (outside the cache: not labelled as ours): decide
+                // with it, so the status says whose it is.
+                self.observe_pod(true).await?;
+                if self.seen.pod.is_some() {
+                    self.seen.pod_create_error = None;
+                }
+            }
+            *decision = self.decide();
+            self.perform_pods(&decision.effects).await?;
+        }
+        Ok(())
+    }
+
+    async fn perform_pods(&self, effects: &[Effect]) -> Result<pods::PodChanges, Error> {
+        let ctx = self.ctx;
+        let changes = pods::perform(effects, &self.namespace, &ctx.io, &ctx.metrics).await?;
+        if (changes.created.is_some() || !changes.deleted.is_empty())
+            && !ctx
+                .io
+                .pod_cache_shows(self.key, changes.created.as_deref(), &changes.deleted)
+                .await
+        {
+            self.mark_stale();
+        }
+        Ok(changes)
+    }
+
+    fn mark_stale(&self) {
+        self.ctx
+            .with_record(self.key, &self.uid, |r| r.stale = true);
+    }
+
+    /// The attempt failed on the API: it is a failed sync like any other.
+    async fn failed(&mut self, e: Error) -> Decision {
+        warn!(class = e.class().label(), "sync attempt failed: {e}");
+        self.seen.error = Some(e.to_failure());
+        self.counts.observed();
+        let mut decision = self.decide();
+        // Only the pod is left to clean up; a failure here is retried with the next attempt.
+        if let Err(e) = self.perform_pods(&decision.effects).await {
+            warn!("cleaning up after a failed attempt: {e}");
+        }
+        self.settle(&decision);
+        decision.effects.clear();
+        decision
+    }
+
+    /// The sync ended (or none runs): its slot is given back; a json body it used is kept.
+    fn settle(&self, decision: &Decision) {
+        let ended = decision.outcome.is_some();
+        let idle = self.seen.pod.is_none() && !starts_sync(decision) && !self.seen.queued;
+        if ended || idle {
+            self.ctx.release_slot(self.key);
+        }
+        if let Some(Outcome::Failed(failure)) = &decision.outcome {
+            self.ctx.metrics.sync_failed(failure);
+        }
+        if decision.outcome == Some(Outcome::Synchronized)
+            && let Some((options, fetched)) = &self.seen.fetched
+        {
+            self.ctx
+                .remember_body(self.key, &self.uid, options, fetched);
+        }
+    }
+
+    /// Writes the status and events, counts the outcome, and says when to look again.
+    async fn finish(&self, decision: Decision) -> Result<Action, Error> {
+        let ctx = self.ctx;
+        if let Some(status) = &decision.status {
+            let shown = ctx
+                .io
+                .patch_status(self.key, status)
+                .await
+                .map_err(kube_err(format!(
+                    "writing the status of channel {}",
+                    self.name()
+                )))?;
+            ctx.metrics.status_written();
+            if !shown {
+                self.mark_stale();
+            }
+        }
+        if let Some(outcome) = &decision.outcome {
+            ctx.metrics.sync_finished(outcome);
+        }
+        let status = decision.status.as_ref().or(self.channel.status.as_ref());
+        if let Some(status) = status {
+            let interval = self.config.as_ref().map_or_else(
+                |_| ctx.settings.limits().default_sync_interval(),
+                |c| c.sync_interval,
+            );
+            ctx.metrics.observe_channel(self.key, status, interval);
+        }
+        // Events name the channel, not one version of it.
+        let mut reference = self.channel.object_ref(&());
+        reference.resource_version = None;
+        for note in &decision.events {
+            if note.warning {
+                warn!(reason = note.reason, "{}", note.message);
+            } else {
+                info!(reason = note.reason, "{}", note.message);
+            }
+            // An event that cannot be published is not worth failing the sync for.
+            if let Err(e) = ctx
+                .publish(self.key, &self.uid, reference.clone(), note)
+                .await
+            {
+                warn!("could not publish an event: {e}");
+            }
+        }
+        Ok(match decision.requeue {
+            Some(after) => Action::requeue(after.min(crate::config::MAX_DURATION)),
+            None => Action::await_change(),
+        })
+    }
+}
+
+/// Step 1: the channel as the decision may read it, and whether its pod must be read fresh;
+/// `None`: it is gone. The cache shows the operator's own writes (each one waits for it);
+/// only after a wait that gave up is the channel read fresh, once.
+async fn refresh<I: ChannelIo>(
+    ctx: &Context<I>,
+    key: &Key,
+    uid: &str,
+    cached: Arc<ManagedOSVersionChannel>,
+) -> Result<Option<(Arc<ManagedOSVersionChannel>, bool)>, Error> {
+    let stale = ctx
+        .with_record(key, uid, |r| std::mem::take(&mut r.stale))
+        .unwrap_or(false);
+    if !stale {
+        return Ok(Some((cached, false)));
+    }
+    let ns = key.namespace.as_deref().unwrap_or_default();
+    match ctx.io.read_channel(key).await {
+        Ok(Some(fresh)) => Ok(Some((Arc::new(fresh), true))),
+        Ok(None) => Ok(None),
+        Err(e) => {
+            // Not read: still stale for the next attempt.
+            ctx.with_record(key, uid, |r| r.stale = true);
+            Err(kube_err(format!("reading channel {ns}/{}", key.name))(e))
+        }
+    }
+}
+
+fn is_version_write(effect: &Effect) -> bool {
+    matches!(
+        effect,
+        Effect::ApplyVersion { .. } | Effect::MarkVersion { .. } | Effect::DeleteVersion { .. }
+    )
+}
+
+/// Whether the decision starts a sync (creates the syncer pod, or fetches).
+fn starts_sync(decision: &Decision) -> bool {
+    decision.needs.fetch.is_some()
+        || decision
+            .effects
+            .iter()
+            .any(|a| matches!(a, Effect::CreatePod(_)))
+}

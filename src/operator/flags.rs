@@ -1,0 +1,189 @@
+//! The `operator` subcommand's flags, and the checks they get before anything starts.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::duration;
+use crate::egress::{self, Cidr};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OperatorArgs {
+    /// The operator's own image, run as the `display` container of every syncer pod.
+    #[arg(long, env = "OPERATOR_IMAGE")]
+    pub operator_image: String,
+    /// Watch only this namespace (repeatable; default: all namespaces).
+    #[arg(long = "namespace", env = "SYNC_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// How long one syncer pod may take, unless the channel sets options.timeout.
+    #[arg(long, env = "SYNC_TIMEOUT", default_value = "5m", value_parser = duration::parse)]
+    pub sync_timeout: Duration,
+    /// The most channel data accepted from one sync (bytes; K, Ki, M, Mi, G, Gi suffixes).
+    #[arg(long, env = "MAX_OUTPUT_BYTES", default_value = "16Mi", value_parser = parse_bytes)]
+    pub max_output_bytes: u64,
+    /// At most this many syncs (syncer pods and json fetches) run at once; the rest queue.
+    #[arg(long, env = "MAX_CONCURRENT_SYNCS", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_syncs: u16,
+    /// The most bytes of json channel bodies kept for conditional requests (304 answers),
+    /// all channels together; the least recently used go first.
+    #[arg(long, env = "JSON_CACHE_BYTES", default_value = "16Mi", value_parser = parse_bytes)]
+    pub json_cache_bytes: u64,
+    /// The most versions one channel may list; more fails the sync.
+    #[arg(long, env = "MAX_VERSIONS_PER_CHANNEL", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_versions_per_channel: u32,
+    /// A Secret added to every syncer pod's imagePullSecrets, so that the display
+    /// container can pull a private operator image (repeatable; it must exist in each
+    /// channel's namespace).
+    #[arg(
+        long = "syncer-image-pull-secret",
+        env = "SYNCER_IMAGE_PULL_SECRETS",
+        value_delimiter = ','
+    )]
+    pub syncer_image_pull_secrets: Vec<String>,
+    /// The longest options.timeout a channel may ask; more is InvalidConfiguration
+    /// (1s to 8760h; at least --sync-timeout).
+    #[arg(long, env = "MAX_SYNC_TIMEOUT", default_value = "1h", value_parser = duration::parse)]
+    pub max_sync_timeout: Duration,
+    /// The shortest syncInterval a channel may ask; less is InvalidConfiguration (1s to
+    /// 8760h).
+    #[arg(long, env = "MIN_SYNC_INTERVAL", default_value = "1m", value_parser = duration::parse)]
+    pub min_sync_interval: Duration,
+    /// Accept runner securityContexts that grant more than a restricted container
+    /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
+    #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_privileged_runners: bool,
+    /// First retry delay after a failed sync; it doubles on each failure.
+    #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
+    pub retry_delay: Duration,
+    /// How often a sync that waits for a slot looks again, should the wake-up when its turn
+    /// comes be missed (a look costs no API request).
+    #[arg(long, env = "QUEUE_POLL", default_value = "30s", value_parser = duration::parse)]
+    pub queue_poll: Duration,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_address: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Act only while holding the leader Lease, so that several replicas can run.
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Namespace of the leader Lease (default: in a cluster the pod's namespace, outside
+    /// one the kubeconfig context's, `default` when it names none).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_LEASE",
+        default_value = "rancheros-operator"
+    )]
+    pub leader_election_lease: String,
+    /// json channels may not connect to addresses in this network (CIDR; repeatable;
+    /// giving it replaces the default list) unless --json-allow-cidr lists them.
+    #[arg(
+        long = "json-deny-cidr",
+        env = "JSON_DENY_CIDRS",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        default_values = egress::DEFAULT_DENY,
+        value_parser = egress::parse_cidr
+    )]
+    pub json_deny_cidrs: Vec<Cidr>,
+    /// Exceptions to --json-deny-cidr (CIDR; repeatable).
+    #[arg(
+        long = "json-allow-cidr",
+        env = "JSON_ALLOW_CIDRS",
+        value_name = "CIDR",
+        value_delimiter = ',',
+        value_parser = egress::parse_cidr
+    )]
+    pub json_allow_cidrs: Vec<Cidr>,
+    /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
+    /// service account).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl OperatorArgs {
+    /// What the flags cannot mean together or alone, said as a usage error: the bounds a
+    /// channel's durations are checked against, and the operator's own timeouts, lie
+    /// between 1s and a year (see `config::MAX_DURATION`).
+    pub fn check(&self) -> Result<(), String> {
+        let limits = crate::config::Limits {
+            max_sync_timeout: self.max_sync_timeout,
+            min_sync_interval: self.min_sync_interval,
+            allow_privileged_runners: self.allow_privileged_runners,
+        };
+        if let Some(problem) = limits.problem() {
+            return Err(problem);
+        }
+        if self.sync_timeout < crate::config::MIN_TIMEOUT
+            || self.sync_timeout > self.max_sync_timeout
+        {
+            return Err(format!(
+                "--sync-timeout {} must lie between 1s and --max-sync-timeout ({})",
+                duration::format(self.sync_timeout),
+                duration::format(self.max_sync_timeout)
+            ));
+        }
+        for (flag, value) in [
+            ("--retry-delay", self.retry_delay),
+            ("--queue-poll", self.queue_poll),
+        ] {
+            if value > crate::config::MAX_DURATION {
+                return Err(format!(
+                    "{flag} {} must be at most {}",
+                    duration::format(value),
+                    crate::config::MAX_DURATION_TEXT
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parses a byte size: `16777216`, `16Mi`, `500K`.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size; use bytes or a value like 16Mi"))?;
+    let factor: u64 = match unit {
+        "" => 1,
+        "K" => 1000,
+        "Ki" => 1 << 10,
+        "M" => 1_000_000,
+        "Mi" => 1 << 20,
+        "G" => 1_000_000_000,
+        "Gi" => 1 << 30,
+        other => {
+            return Err(format!(
+                "{text:?} has an unknown unit {other:?}; use K, Ki, M, Mi, G or Gi"
+            ));
+        }
+    };
+    n.checked_mul(factor)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// Names given on the command line (namespaces, secrets): trimmed, empty entries and
+/// repeats dropped (`"a, b,,a"` is `a` and `b`). Empty for namespaces: all namespaces.
+pub fn distinct_names(given: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for ns in given.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if !out.iter().any(|o| o == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    out
+}

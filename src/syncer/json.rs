@@ -1,0 +1,40 @@
+//! json channels: a sync is a fetch, its body the channel data.
+
+use super::*;
+
+impl Decider<'_> {
+    pub(super) fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
+        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
+            return needs(Needs {
+                fetch: Some(options.clone()),
+                versions: true,
+                ..Default::default()
+            });
+        };
+        match fetched {
+            Fetched::Failed(message) => self.failure(
+                SyncFailure::Fetch(message.clone()),
+                config.sync_interval,
+                None,
+            ),
+            Fetched::Body {
+                data,
+                etag,
+                last_modified,
+                not_modified,
+            } => {
+                let revision = etag.clone().or_else(|| last_modified.clone());
+                // The body is the source's, not the tenant's: no byte of it in a message.
+                let mut d = self.apply_data(data, config, None, revision, Redact::Values);
+                if *not_modified
+                    && d.outcome == Some(Outcome::Synchronized)
+                    && let Some(status) = d.status.as_mut()
+                    && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
+                {
+                    c.message.push_str(" (the source answered: not modified)");
+                }
+                d
+            }
+        }
+    }
+}

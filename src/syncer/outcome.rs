@@ -1,0 +1,169 @@
+//! How a sync ends: its data applied (versions written), or a failure counted and backed off.
+
+use super::*;
+
+impl Decider<'_> {
+    /// The on-demand request this attempt serves: the one recorded when its pod started
+    /// (a request made while the pod ran asks for one more sync), or the current one.
+    pub(super) fn served_request(&self, pod: Option<&Pod>) -> Option<String> {
+        if pod.is_some() {
+            self.status.sync_requested_at.clone()
+        } else {
+            self.requested_at()
+                .or(self.status.sync_requested_at.clone())
+        }
+    }
+
+    /// Whether the last sync of this spec succeeded and nothing has failed since.
+    pub(super) fn was_healthy(&self) -> bool {
+        self.status.failed_synchronization_attempts == 0
+            && self.ready_condition().is_some_and(|r| {
+                r.reason == reason::SYNCHRONIZED && r.observed_generation == Some(self.generation)
+            })
+    }
+
+    /// Parses the channel data and, when valid, writes the versions.
+    pub(super) fn apply_data(
+        &self,
+        data: &[u8],
+        config: &ChannelConfig,
+        pod: Option<&Pod>,
+        revision: Option<String>,
+        redact: Redact,
+    ) -> Decision {
+        let existing = self.obs.versions.unwrap_or_default();
+        let interval = config.sync_interval;
+        let limit = self.settings.max_versions_per_channel;
+        let parsed = match channel::parse_at_most(data, limit) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let message = match redact {
+                    Redact::Nothing => e.to_string(),
+                    Redact::Values => e.without_values(),
+                };
+                return self.failure(SyncFailure::InvalidData(message), interval, pod);
+            }
+        };
+        let items = &parsed.versions;
+        if parsed.listed > limit {
+            return self.failure(
+                SyncFailure::TooManyVersions {
+                    count: parsed.listed,
+                    limit,
+                },
+                interval,
+                pod,
+            );
+        }
+        let plan = match versions::plan(
+            self.ch,
+            Some((config, items)),
+            existing,
+            config.delete_no_longer_in_sync,
+        ) {
+            Ok(plan) => plan,
+            Err(conflict) => {
+                return self.failure(SyncFailure::Conflict(conflict), interval, pod);
+            }
+        };
+        let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
+        let mut events = Vec::new();
+        if !parsed.duplicates.is_empty() {
+            let names = text::list(&parsed.duplicates, ", ");
+            summary.push_str(&format!(
+                "; duplicate names in the channel data, the last entry of each was used: {names}"
+            ));
+            events.push(Note {
+                warning: true,
+                reason: "DuplicateVersions",
+                message: format!(
+                    "the channel data lists these names more than once; the last entry of each was used: {names}"
+                ),
+            });
+        }
+        // A sync that changed nothing is in the status already; an Event is for news.
+        if !plan.effects.is_empty() || !self.was_healthy() {
+            events.push(Note {
+                warning: false,
+                reason: reason::SYNCHRONIZED,
+                message: summary.clone(),
+            });
+        }
+        let mut effects = plan.effects;
+        effects.extend(pod.map(Self::delete_pod));
+        let mut status = self.status_with(
+            Some((Truth::True, reason::SYNCHRONIZED, summary)),
+            None,
+            None,
+        );
+        status.last_synced_time = Some(self.timestamp());
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.synced_generation = Some(self.generation);
+        status.synced_versions = i64::try_from(items.len()).ok();
+        status.failed_synchronization_attempts = 0;
+        status.sync_requested_at = self.served_request(pod);
+        status.source_revision = revision;
+        status.next_sync_time = self.at(interval);
+        Decision {
+            effects,
+            status: Some(status),
+            events,
+            requeue: Some(interval),
+            outcome: Some(Outcome::Synchronized),
+            ..Default::default()
+        }
+    }
+
+    /// A failed sync: nothing is written to versions; the pod, if any, goes.
+    pub(super) fn failure(
+        &self,
+        failure: SyncFailure,
+        interval: Duration,
+        pod: Option<&Pod>,
+    ) -> Decision {
+        let attempts = self
+            .status
+            .failed_synchronization_attempts
+            .saturating_add(1);
+        let next = {
+            let mut probe = self.status.clone();
+            probe.failed_synchronization_attempts = attempts;
+            Decider {
+                status: probe,
+                ..*self
+            }
+            .retry_wait(interval)
+        };
+        let (retry, stalled) = if attempts >= MAX_QUICK_RETRIES {
+            let retry = format!(
+                "{attempts} failures in a row; next try in {} (the sync interval)",
+                duration::format(next)
+            );
+            (retry.clone(), Some(retry))
+        } else {
+            let retry = format!("attempt {attempts}; retrying in {}", duration::format(next));
+            (retry, None)
+        };
+        let reason = failure.reason();
+        let message = failure.to_string();
+        let ready = (Truth::False, reason, format!("{message} ({retry})"));
+        let stalled = stalled.map(|why| (reason, format!("{message} ({why})")));
+        let mut status = self.status_with(Some(ready), None, stalled);
+        status.failed_synchronization_attempts = attempts;
+        status.last_sync_attempt_time = Some(self.timestamp());
+        status.sync_requested_at = self.served_request(pod);
+        status.next_sync_time = self.at(next);
+        Decision {
+            effects: pod.map(Self::delete_pod).into_iter().collect(),
+            status: Some(status),
+            events: vec![Note {
+                warning: true,
+                reason,
+                message,
+            }],
+            requeue: Some(next),
+            outcome: Some(Outcome::Failed(failure)),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,119 @@
+use super::*;
+
+fn text(data: &str) -> String {
+    let mut out = Vec::new();
+    write(
+        &mut out,
+        &[report("c.json", data.as_bytes().to_vec())],
+        Format::Text,
+    )
+    .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn text_reports_read_like_compiler_diagnostics() {
+    let out = text("[\n  {\"metadata\": {\"name\": \"a\"}, \"spec\": {\"type\": \"rpm\"}}\n]\n");
+    assert_eq!(
+        out,
+        "error: [0].spec.type: must be \"container\" or \"iso\", found \"rpm\"\n  --> c.json:2:48\n  |\n2 |   {\"metadata\": {\"name\": \"a\"}, \"spec\": {\"type\": \"rpm\"}}\n  |                                                ^\nc.json: invalid (1 error, 0 warnings)\n"
+    );
+}
+
+#[test]
+fn valid_files_say_how_many_versions() {
+    assert_eq!(text("[]"), "c.json: valid, 0 versions\n");
+}
+
+#[test]
+fn long_lines_are_cut_around_the_column() {
+    let (ex, caret) = excerpt_at(&[b'x'; 1000], 499);
+    assert_eq!(ex.len(), 86);
+    assert_eq!(caret, 43);
+    // Near the end of the line the window still holds 80 characters.
+    let (ex, caret) = excerpt_at(&[b'x'; 1000], 990);
+    assert_eq!((ex.len(), caret), (83, 73));
+    // Short lines are shown whole.
+    let (ex, caret) = excerpt_at(b"  [1]", 3);
+    assert_eq!((ex.as_str(), caret), ("  [1]", 3));
+}
+
+#[test]
+fn carets_count_characters_not_bytes() {
+    let data = r#"[{"metadata":{"name":"a"},"spec":{"x":"é","type":"rpm"}}]"#;
+    let out = text(data);
+    let column = data[..data.find("\"rpm").unwrap()].chars().count() + 1;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[1], format!("  --> c.json:1:{column}"), "{out}");
+    let caret = lines[4].chars().position(|c| c == '^').unwrap() - 4;
+    assert_eq!(lines[3].chars().nth(caret + 4), Some('"'), "{out}");
+    assert_eq!(lines[3].chars().nth(caret + 5), Some('r'), "{out}");
+}
+
+#[test]
+fn errors_come_before_warnings_each_in_document_order() {
+    let data = r#"[{"x":1,"metadata":{"name":"a","uid":"u"},"spec":{"type":"iso"}},{"metadata":{"name":"B"},"spec":{"type":"iso","metadata":{"uri":"u"}}}]"#;
+    let r = report("c.json", data.as_bytes().to_vec());
+    let order: Vec<_> = r
+        .diagnostics
+        .iter()
+        .map(|d| (d.severity, d.path.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            (Severity::Error, "[0].spec.metadata"),
+            (Severity::Error, "[1].metadata.name"),
+            (Severity::Warning, "[0].x"),
+            (Severity::Warning, "[0].metadata.uid"),
+        ]
+    );
+}
+
+#[test]
+fn many_diagnostics_on_one_long_line_are_quick() {
+    let item =
+        r#"{"metadata":{"name":"n","namespace":"x"},"spec":{"type":"iso","metadata":{"uri":"u"}}}"#;
+    let items: Vec<String> = (0..20_000)
+        .map(|i| item.replace("\"n\"", &format!("\"n{i}\"")))
+        .collect();
+    let data = format!("[{}]", items.join(","));
+    let started = std::time::Instant::now();
+    let out = text(&data);
+    assert!(out.ends_with("c.json: valid, 20000 versions (0 errors, 20000 warnings)\n"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
+fn unreadable_inputs_are_invalid_with_a_reason() {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let ok = run(&["/nonexistent/c.json"], Format::Text, &mut out, &mut err).unwrap();
+    assert!(!ok);
+    assert_eq!(
+        String::from_utf8(err).unwrap(),
+        "error: cannot read /nonexistent/c.json: no such file or directory\n"
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    run(&["/nonexistent/c.json"], Format::Json, &mut out, &mut err).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        v["files"][0]["read_error"],
+        "cannot read /nonexistent/c.json: no such file or directory"
+    );
+    assert!(err.is_empty());
+}
+
+#[test]
+fn json_reports_are_stable_for_tools() {
+    let mut out = Vec::new();
+    let ok = write(&mut out, &[report("c.json", b"[1]".to_vec())], Format::Json).unwrap();
+    assert!(!ok);
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["schema"], JSON_SCHEMA);
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["files"][0]["read_error"], serde_json::Value::Null);
+    assert_eq!(v["files"][0]["diagnostics"][0]["path"], "[0]");
+    assert_eq!(v["files"][0]["diagnostics"][0]["severity"], "error");
+    assert_eq!(v["files"][0]["diagnostics"][0]["line"], 1);
+    assert_eq!(v["files"][0]["diagnostics"][0]["column"], 2);
+}
