@@ -13,7 +13,7 @@ use super::{CliError, ClusterArgs};
 use crate::api::ManagedOSVersionChannel;
 
 /// The field manager of `spec.suspend` as these commands write it.
-const FIELD_MANAGER: &str = "rancheros-operator-cli";
+const SUSPEND_FIELD_MANAGER: &str = "rancheros-operator-cli";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SuspendArgs {
@@ -56,7 +56,7 @@ pub async fn run(
 ) -> Result<(), CliError> {
     let (client, _, found) = args.channels.find(&args.cluster).await?;
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(SUSPEND_FIELD_MANAGER.into()),
         ..Default::default()
     };
     let patch = json!({"spec": {"suspend": suspend}});

@@ -25,7 +25,7 @@ use crate::duration;
 use crate::syncer::versions::controlled_by;
 
 /// The field manager of the annotation `sync` writes, as shown in `managedFields`.
-const FIELD_MANAGER: &str = "rancheros-operator-sync";
+const SYNC_FIELD_MANAGER: &str = "rancheros-operator-sync";
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SyncArgs {
@@ -55,7 +55,7 @@ pub async fn run(args: SyncArgs) -> Result<bool, CliError> {
     let value = Timestamp::now().to_string();
     let patch = json!({"metadata": {"annotations": {SYNC_REQUESTED_AT_ANNOTATION: value}}});
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(SYNC_FIELD_MANAGER.into()),
         ..Default::default()
     };
     let mut requested = Vec::new();

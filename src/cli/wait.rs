@@ -21,7 +21,6 @@ use crate::syncer::versions::controlled_by;
 
 /// How often the spinner turns.
 const TICK: Duration = Duration::from_millis(120);
-const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
 /// What the progress line says until the operator shows it saw the request.
 const NOT_PICKED_UP: &str = "waiting for the operator to pick up the request";
 
@@ -70,7 +69,7 @@ impl Waits {
         let mut events = watcher(api, config).default_backoff().boxed();
         // A --timeout past the clock's range is as good as none: wait a year at most.
         let now = tokio::time::Instant::now();
-        let deadline = now.checked_add(self.timeout.min(YEAR)).unwrap_or(now);
+        let deadline = now.checked_add(self.timeout.min(crate::config::MAX_DURATION)).unwrap_or(now);
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // Channels listed in the current (re)list: one not listed is gone.
