@@ -690,8 +690,10 @@ pub fn syncer_decide(data: &[u8]) {
     let _ = display::write_framed(&mut framed, &rest);
     let fetched = Fetched::Body {
         data: rest.clone().into(),
-        etag: Some("\"e\"".into()),
-        last_modified: None,
+        validators: rancheros_operator::fetch::Validators {
+            etag: Some("\"e\"".into()),
+            last_modified: None,
+        },
         not_modified: rest.first().is_some_and(|b| b % 2 == 1),
     };
     let log = String::from_utf8_lossy(&rest).into_owned();

@@ -8,7 +8,7 @@ use super::io::ChannelIo;
 use super::queue::Key;
 use super::record::Body;
 use crate::config::JsonOptions;
-use crate::fetch::{Response, Validators};
+use crate::fetch::Response;
 use crate::syncer::Fetched;
 
 impl<I: ChannelIo> Context<I> {
@@ -27,15 +27,13 @@ impl<I: ChannelIo> Context<I> {
         match self.io.fetch(options, &validators, max).await {
             Response::Body { data, validators } => Fetched::Body {
                 data: data.into(),
-                etag: validators.etag,
-                last_modified: validators.last_modified,
+                validators,
                 not_modified: false,
             },
             Response::NotModified => match kept {
                 Some(body) => Fetched::Body {
                     data: body.data,
-                    etag: body.validators.etag,
-                    last_modified: body.validators.last_modified,
+                    validators: body.validators,
                     not_modified: true,
                 },
                 None => Fetched::Failed(format!(
@@ -57,17 +55,13 @@ impl<I: ChannelIo> Context<I> {
     ) {
         let Fetched::Body {
             data,
-            etag,
-            last_modified,
+            validators,
             not_modified: false,
         } = fetched
         else {
             return;
         };
-        let validators = Validators {
-            etag: etag.clone(),
-            last_modified: last_modified.clone(),
-        };
+        let validators = validators.clone();
         let body = (!validators.is_empty()).then(|| Body {
             uri: options.uri.clone(),
             validators,

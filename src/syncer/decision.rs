@@ -7,8 +7,9 @@ use super::*;
 pub enum Fetched {
     Body {
         data: std::sync::Arc<[u8]>,
-        etag: Option<String>,
-        last_modified: Option<String>,
+        /// What the source sent to validate the body with (a conditional request's
+        /// `If-None-Match`/`If-Modified-Since` next time).
+        validators: crate::fetch::Validators,
         /// The server answered 304 and `data` is the body it confirmed: still compared
         /// with the versions, so that drift is repaired.
         not_modified: bool,

@@ -19,11 +19,13 @@ impl Decider<'_> {
             ),
             Fetched::Body {
                 data,
-                etag,
-                last_modified,
+                validators,
                 not_modified,
             } => {
-                let revision = etag.clone().or_else(|| last_modified.clone());
+                let revision = validators
+                    .etag
+                    .clone()
+                    .or_else(|| validators.last_modified.clone());
                 // The body is the source's, not the tenant's: no byte of it in a message.
                 let mut d = self.apply_data(data, config, None, revision, Redact::Values);
                 if *not_modified

@@ -10,8 +10,10 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     assert_eq!(request.uri, "http://127.0.0.1:1/c.json");
     let body = |not_modified| Fetched::Body {
         data: SAMPLE.as_bytes().into(),
-        etag: Some("\"v1\"".into()),
-        last_modified: Some("Mon, 30 Nov 2026 10:00:00 GMT".into()),
+        validators: crate::fetch::Validators {
+            etag: Some("\"v1\"".into()),
+            last_modified: Some("Mon, 30 Nov 2026 10:00:00 GMT".into()),
+        },
         not_modified,
     };
     let first = body(false);
@@ -95,8 +97,7 @@ fn a_json_body_that_breaks_a_rule_is_not_quoted() {
         data: format!(r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"{secret}"}}}}]"#)
             .into_bytes()
             .into(),
-        etag: None,
-        last_modified: None,
+        validators: Default::default(),
         not_modified: false,
     };
     let d = decide(
