@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::outcome::one_line;
-use crate::api::{ManagedOSVersionChannel, READY, RECONCILING, reason};
+use crate::api::{ManagedOSVersionChannel, READY, reason};
 use crate::text;
 
 /// The most of a message a row shows.
@@ -33,9 +33,7 @@ const HEADER: [&str; 9] = [
 pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
     let status = ch.status.clone().unwrap_or_default();
     let ready = status.condition(READY);
-    let syncing = status
-        .condition(RECONCILING)
-        .is_some_and(|c| c.status == "True");
+    let syncing = status.sync_under_way().is_some();
     let dash = || "-".to_string();
     let next = if syncing {
         "syncing".to_string()
@@ -49,7 +47,7 @@ pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
             })
     };
     let mut message = ready.map(|r| one_line(&r.message)).unwrap_or_default();
-    if syncing && let Some(c) = status.condition(RECONCILING) {
+    if let Some(c) = status.sync_under_way() {
         let doing = one_line(&c.message);
         // Ready says only that this sync runs (a first sync, a new spec): nothing to add.
         message = match ready {

@@ -16,6 +16,7 @@ mod attempt;
 mod caches;
 pub mod errors;
 mod events;
+mod finalize;
 mod json_source;
 mod pods;
 mod queue;
@@ -360,6 +361,10 @@ async fn reconcile_inner(
         cached
     };
 
+    // versionPolicy.onChannelDelete: Orphan (its finalizer) before anything else.
+    if let Some(done) = finalize::reconcile(&channel, key, &apis, ctx).await? {
+        return Ok(done);
+    }
     let mut seen = Observed::default();
     let decision = match attempt::attempt(&channel, key, &apis, ctx, &mut seen).await {
         Ok(decision) => decision,

@@ -5,6 +5,7 @@
 //! what it says. When it needs to see more (a log, the versions) it says so in
 //! [`Decision::needs`] and is asked again with that filled in.
 
+pub mod orphan;
 pub mod pod;
 mod status;
 pub mod versions;
@@ -418,9 +419,7 @@ impl Decider<'_> {
 
     /// Whether a sync is under way (started, or queued for a slot).
     fn syncing(&self) -> bool {
-        self.status
-            .condition(RECONCILING)
-            .is_some_and(|c| c.status == "True")
+        self.status.sync_under_way().is_some()
     }
 
     /// Whether the status already says this, for this generation.
@@ -1029,7 +1028,20 @@ impl Decider<'_> {
         let message = failure.to_string();
         let ready = (Truth::False, reason, format!("{message} ({retry})"));
         let stalled = stalled.map(|why| (reason, format!("{message} ({why})")));
+        let retrying = stalled.is_none().then(|| retry.clone());
         let mut status = self.status_with(Some(ready), None, stalled);
+        if let Some(retry) = retrying {
+            // Still progressing (kstatus: InProgress), as Flux's controllers say it.
+            status::set(
+                &mut status.conditions,
+                RECONCILING,
+                Truth::True,
+                reason::PROGRESSING_WITH_RETRY,
+                format!("{reason}: {message} ({retry})"),
+                self.generation,
+                &self.timestamp(),
+            );
+        }
         status.failed_synchronization_attempts = attempts;
         status.last_sync_attempt_time = Some(self.timestamp());
         status.sync_requested_at = self.served_request(pod);
