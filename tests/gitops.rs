@@ -439,3 +439,23 @@ async fn a_namespace_with_an_orphan_channel_is_deleted() {
     delete_namespace(&t).await;
     t.cleanup().await;
 }
+
+#[test]
+fn the_docs_show_the_argo_cd_health_check_the_chart_ships() {
+    let lua = std::fs::read_to_string(chart_support::chart_dir().join("files/health.lua")).unwrap();
+    let doc = std::fs::read_to_string(chart_support::root().join("docs/gitops.md")).unwrap();
+    let indented: String = lua
+        .lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("    {l}\n")
+            }
+        })
+        .collect();
+    assert!(
+        doc.contains(&indented),
+        "the argocd-cm snippet of docs/gitops.md is not charts/rancheros-operator/files/health.lua (indented by 4)"
+    );
+}
