@@ -138,7 +138,7 @@ pub struct ManagedOSVersionChannelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub upgrade_container: Option<Map<String, Value>>,
-    /// What becomes of the channel's versions (see `VersionPolicy`).
+    /// What becomes of the channel's versions when the channel is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_policy: Option<VersionPolicy>,
 }
@@ -151,6 +151,7 @@ pub struct VersionPolicy {
     /// `Orphan`: they stay, flagged no longer in sync, without the owner reference, and a
     /// channel of the same name created later adopts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "on_channel_delete")]
     pub on_channel_delete: Option<OnChannelDelete>,
 }
 
@@ -330,6 +331,15 @@ fn channel_options(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "timeout": {"type": "string", "maxLength": 64},
             "uri": {"type": "string", "maxLength": 8192}
         }
+    })
+}
+
+/// The two values, without the `null` a generated `Option` enum would list.
+fn on_channel_delete(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["Delete", "Orphan"],
+        "description": "`Delete` (default): deleting the channel deletes its versions (owner references). `Orphan`: they stay, flagged no longer in sync, without the owner reference, and a channel of the same name created later adopts them."
     })
 }
 

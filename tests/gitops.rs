@@ -76,7 +76,9 @@ async fn channel_json(State(s): State<Arc<Source>>) -> Response {
 }
 
 async fn serve(mode: u8, data: Value) -> (String, Arc<Source>) {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     let source = Arc::new(Source {
         mode: AtomicU8::new(mode),
@@ -228,7 +230,11 @@ async fn failures_past_the_retry_budget_are_failed_and_never_current() {
         })
         .await;
     assert_eq!(
-        stalled.status.as_ref().unwrap().failed_synchronization_attempts,
+        stalled
+            .status
+            .as_ref()
+            .unwrap()
+            .failed_synchronization_attempts,
         4
     );
     assert_eq!(condition(&stalled, RECONCILING), None);
@@ -252,7 +258,10 @@ async fn failures_past_the_retry_budget_are_failed_and_never_current() {
             serde_json::to_string_pretty(&ch.status).unwrap()
         );
         if condition(ch, RECONCILING) == Some(("True".into(), "ProgressingWithRetry".into())) {
-            assert_eq!((kstatus.as_str(), argo.as_str()), ("InProgress", "Progressing"));
+            assert_eq!(
+                (kstatus.as_str(), argo.as_str()),
+                ("InProgress", "Progressing")
+            );
             retrying += 1;
         }
     }
@@ -268,9 +277,7 @@ async fn failures_past_the_retry_budget_are_failed_and_never_current() {
         json!({"type": "json", "syncInterval": "30s", "options": {"uri": uri}}),
     )
     .await;
-    let invalid = t
-        .wait_ready("invalid", "InvalidConfiguration", SYNC)
-        .await;
+    let invalid = t.wait_ready("invalid", "InvalidConfiguration", SYNC).await;
     assert_health(&invalid, "Failed", "Degraded", "invalid configuration");
     t.cleanup().await;
 }
@@ -299,12 +306,20 @@ fn assert_orphaned(v: &ManagedOSVersion, uid: &str) {
     );
     assert_eq!(annotation(v, NO_LONGER_IN_SYNC_ANNOTATION), Some("true"));
     assert_eq!(annotation(v, ORPHANED_FROM_ANNOTATION), Some(uid));
-    assert_eq!(v.labels().get(CHANNEL_LABEL).map(String::as_str), Some("ch"));
+    assert_eq!(
+        v.labels().get(CHANNEL_LABEL).map(String::as_str),
+        Some("ch")
+    );
 }
 
 async fn wait_gone(t: &TestNs, name: &str) {
     t.eventually(&format!("channel {name} to be gone"), SYNC, || async {
-        t.channels().get_opt(name).await.unwrap().is_none().then_some(())
+        t.channels()
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
 }
@@ -325,7 +340,12 @@ async fn delete_namespace(t: &TestNs) {
         .await
         .unwrap();
     t.eventually("the namespace to be gone", SYNC, || async {
-        namespaces.get_opt(&t.ns).await.unwrap().is_none().then_some(())
+        namespaces
+            .get_opt(&t.ns)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
 }
@@ -364,7 +384,11 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
         "{}",
         ready_message(&ch)
     );
-    assert_eq!(ch.finalizers(), [] as [String; 0], "no finalizer on a Delete channel");
+    assert_eq!(
+        ch.finalizers(),
+        [] as [String; 0],
+        "no finalizer on a Delete channel"
+    );
     assert_orphaned(&t.versions_api().get("o-a").await.unwrap(), &old_uid);
 
     // Listing the orphans again adopts them; what it does not list stays an orphan.
@@ -384,14 +408,20 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
     assert_orphaned(&t.versions_api().get("o-b").await.unwrap(), &old_uid);
 
     // The finalizer follows the policy both ways.
-    t.patch_spec("ch", json!({"versionPolicy": {"onChannelDelete": "Orphan"}}))
-        .await;
+    t.patch_spec(
+        "ch",
+        json!({"versionPolicy": {"onChannelDelete": "Orphan"}}),
+    )
+    .await;
     t.eventually("the finalizer to be added", SYNC, || async {
         (t.channel("ch").await.finalizers() == [ORPHAN_FINALIZER]).then_some(())
     })
     .await;
-    t.patch_spec("ch", json!({"versionPolicy": {"onChannelDelete": "Delete"}}))
-        .await;
+    t.patch_spec(
+        "ch",
+        json!({"versionPolicy": {"onChannelDelete": "Delete"}}),
+    )
+    .await;
     t.eventually("the finalizer to be removed", SYNC, || async {
         t.channel("ch").await.finalizers().is_empty().then_some(())
     })
@@ -420,11 +450,18 @@ async fn a_channel_deleted_while_the_operator_is_down_is_finished_when_it_comes_
     delete_channel(&t, "ch").await;
     let held = t.channel("ch").await;
     assert!(held.metadata.deletion_timestamp.is_some());
-    assert_eq!(held.finalizers(), [ORPHAN_FINALIZER], "held by the finalizer");
+    assert_eq!(
+        held.finalizers(),
+        [ORPHAN_FINALIZER],
+        "held by the finalizer"
+    );
 
     t.start_operator(&[ALLOW_LOOPBACK]);
     wait_gone(&t, "ch").await;
-    assert_orphaned(&t.versions_api().get("d-a").await.unwrap(), &ch.uid().unwrap());
+    assert_orphaned(
+        &t.versions_api().get("d-a").await.unwrap(),
+        &ch.uid().unwrap(),
+    );
     t.cleanup().await;
 }
 

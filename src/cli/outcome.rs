@@ -14,9 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{
-    ManagedOSVersionChannel, READY, SYNC_REQUESTED_AT_ANNOTATION, reason,
-};
+use crate::api::{ManagedOSVersionChannel, READY, SYNC_REQUESTED_AT_ANNOTATION, reason};
 
 /// Where a requested sync stands.
 #[derive(Clone, Debug, PartialEq, Eq)]

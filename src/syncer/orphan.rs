@@ -73,9 +73,11 @@ pub fn finalizers_patch(channel: &ManagedOSVersionChannel, add: bool) -> Value {
 /// it go. Conditional on the version's uid and resourceVersion, so a version replaced or
 /// changed meanwhile is patched again from a fresh read, never from a stale one. `None`:
 /// not the channel's to orphan (another's, nobody's, or already being deleted).
-pub fn orphan_patch(version: &ManagedOSVersion, channel: &ManagedOSVersionChannel) -> Option<Value> {
-    if !controlled_by(&version.metadata, channel) || version.metadata.deletion_timestamp.is_some()
-    {
+pub fn orphan_patch(
+    version: &ManagedOSVersion,
+    channel: &ManagedOSVersionChannel,
+) -> Option<Value> {
+    if !controlled_by(&version.metadata, channel) || version.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let uid = channel.uid()?;
@@ -164,7 +166,10 @@ mod tests {
             step(&deleted(with_finalizer(orphan_channel()))),
             Step::OrphanThenRelease
         );
-        assert_eq!(step(&deleted(with_finalizer(delete.clone()))), Step::Release);
+        assert_eq!(
+            step(&deleted(with_finalizer(delete.clone()))),
+            Step::Release
+        );
         assert_eq!(step(&deleted(orphan_channel())), Step::Nothing);
         assert_eq!(step(&deleted(delete)), Step::Nothing);
     }
@@ -310,8 +315,13 @@ mod tests {
         // Only the label: a conflict, as any version the channel does not control.
         let mut labelled = orphaned("listed");
         labelled.annotations_mut().remove(ORPHANED_FROM_ANNOTATION);
-        let err = plan(&new, Some((&cfg, &[item("listed")])), &arcs(&[labelled]), false)
-            .unwrap_err();
+        let err = plan(
+            &new,
+            Some((&cfg, &[item("listed")])),
+            &arcs(&[labelled]),
+            false,
+        )
+        .unwrap_err();
         assert!(err.contains("not controlled by any channel"), "{err}");
     }
 }

@@ -252,7 +252,10 @@ fn a_retry_under_way_says_synchronizing_again() {
     let d = decide(&obs(&ch, t(3606 + 11)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     let r = condition(&d, RECONCILING).unwrap();
-    assert_eq!((r.status.as_str(), r.reason.as_str()), ("True", "Synchronizing"));
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Synchronizing")
+    );
     assert_eq!(r.last_transition_time, retry.last_transition_time);
 }
 
