@@ -161,7 +161,10 @@ fn condition(ch: &ManagedOSVersionChannel, type_: &str) -> Option<(String, Strin
 async fn flux_and_argo_cd_read_every_state_of_a_live_channel() {
     let (uri, source) = serve(HOLD, channel_data(&[("h-a", "v1")])).await;
     let mut t = TestNs::new("gitops-health").await;
-    t.create_channel("ch", json_spec(&uri)).await;
+    // Long enough for the held first fetch.
+    let mut spec = json_spec(&uri);
+    spec["options"]["timeout"] = json!("50s");
+    t.create_channel("ch", spec).await;
     // No operator has seen it: the CRD's status default says so (observedGeneration -1).
     let ch = t.channel("ch").await;
     assert_eq!(ch.status.as_ref().unwrap().observed_generation, Some(-1));
@@ -339,7 +342,7 @@ async fn delete_namespace(t: &TestNs) {
         .delete(&t.ns, &DeleteParams::default())
         .await
         .unwrap();
-    t.eventually("the namespace to be gone", SYNC, || async {
+    t.eventually("the namespace to be gone", 2 * SYNC, || async {
         namespaces
             .get_opt(&t.ns)
             .await
