@@ -63,7 +63,8 @@ pub mod reason {
     printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.lastSyncedTime"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","priority":1,"jsonPath":".spec.suspend"}"#,
-    printcolumn = r#"{"name":"Next Sync","type":"date","priority":1,"jsonPath":".status.nextSyncTime"}"#,
+    // A time, but not `date`: kubectl shows a date in the future as `<invalid>`.
+    printcolumn = r#"{"name":"Next Sync","type":"string","priority":1,"jsonPath":".status.nextSyncTime"}"#,
     printcolumn = r#"{"name":"Revision","type":"string","priority":1,"jsonPath":".status.sourceRevision"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]

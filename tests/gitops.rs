@@ -150,6 +150,33 @@ fn assert_health(ch: &ManagedOSVersionChannel, kstatus: &str, argo: &str, state:
     );
 }
 
+/// `kubectl get ARGS -n NS`: the table the API server's printer columns make.
+fn kubectl_get(t: &TestNs, args: &[&str]) -> String {
+    let mut cmd = chart_support::command("kubectl");
+    cmd.arg("get").args(args).args(["-n", &t.ns]);
+    chart_support::run(&mut cmd)
+}
+
+/// The cell of `column` in the row of `name`, in a table kubectl printed (cells are at
+/// least two spaces apart, headers are upper case).
+fn cell(table: &str, name: &str, column: &str) -> String {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let start = header
+        .find(column)
+        .unwrap_or_else(|| panic!("no column {column} in\n{table}"));
+    let row = lines
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in\n{table}"));
+    row.get(start..)
+        .unwrap_or_default()
+        .split("  ")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 fn condition(ch: &ManagedOSVersionChannel, type_: &str) -> Option<(String, String)> {
     ch.status
         .as_ref()?
@@ -182,10 +209,16 @@ async fn flux_and_argo_cd_read_every_state_of_a_live_channel() {
     source.set(OK);
     let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
     assert_health(&ch, "Current", "Healthy", "synced");
+    let wide = kubectl_get(&t, &["mosvc", "-o", "wide"]);
+    assert_eq!(cell(&wide, "ch", "SUSPENDED"), "<none>", "{wide}");
+    assert_ne!(cell(&wide, "ch", "NEXT SYNC"), "<none>", "{wide}");
+    assert_eq!(cell(&wide, "ch", "REVISION"), "<none>", "no ETag: {wide}");
 
     t.patch_spec("ch", json!({"suspend": true})).await;
     let ch = t.wait_ready("ch", "Suspended", SYNC).await;
     assert_health(&ch, "Current", "Suspended", "suspended");
+    let wide = kubectl_get(&t, &["mosvc", "-o", "wide"]);
+    assert_eq!(cell(&wide, "ch", "SUSPENDED"), "true", "{wide}");
 
     t.patch_spec("ch", json!({"suspend": null, "enabled": false}))
         .await;
@@ -370,6 +403,9 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
     for v in &versions {
         assert_orphaned(v, &old_uid);
     }
+    let table = kubectl_get(&t, &["mosv"]);
+    assert_eq!(cell(&table, "o-a", "NO LONGER IN SYNC"), "true", "{table}");
+    assert_eq!(cell(&table, "o-a", "CHANNEL"), "<none>", "{table}");
 
     // A version that merely carries the channel label is not taken: a conflict, and
     // nothing changes.
@@ -408,6 +444,13 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
     assert_eq!(a.spec.version.as_deref(), Some("v2"));
     assert_eq!(annotation(&a, NO_LONGER_IN_SYNC_ANNOTATION), None);
     assert_eq!(annotation(&a, ORPHANED_FROM_ANNOTATION), None);
+    let table = kubectl_get(&t, &["mosv"]);
+    assert_eq!(
+        cell(&table, "o-a", "NO LONGER IN SYNC"),
+        "<none>",
+        "{table}"
+    );
+    assert_eq!(cell(&table, "o-a", "CHANNEL"), "ch", "{table}");
     assert_orphaned(&t.versions_api().get("o-b").await.unwrap(), &old_uid);
 
     // The finalizer follows the policy both ways.
