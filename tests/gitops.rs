@@ -132,7 +132,10 @@ fn gitopscheck(args: &[&str], object: &Value) -> (String, String) {
 
 /// What Flux (kstatus) and Argo CD (the chart's health check) say of the channel.
 fn health(ch: &ManagedOSVersionChannel) -> (String, String) {
-    let object = serde_json::to_value(ch).unwrap();
+    let mut object = serde_json::to_value(ch).unwrap();
+    // As the API server sends it (the typed object may leave the type out).
+    object["apiVersion"] = json!("rancheros.cattle.io/v1");
+    object["kind"] = json!("ManagedOSVersionChannel");
     let lua = chart_support::chart_dir().join("files/health.lua");
     let (kstatus, _) = gitopscheck(&["kstatus", "-"], &object);
     let (argo, _) = gitopscheck(&["argocd", lua.to_str().unwrap(), "-"], &object);
