@@ -545,3 +545,62 @@ fn the_docs_show_the_argo_cd_health_check_the_chart_ships() {
         "the argocd-cm snippet of docs/gitops.md is not charts/rancheros-operator/files/health.lua (indented by 4)"
     );
 }
+
+/// States a live test cannot hold still (deletion) or that only another operator writes
+/// (Stalled with Reconciling), read by both tools from a written object.
+#[test]
+fn both_tools_agree_on_written_states() {
+    let cond =
+        |t: &str, s: &str, r: &str| json!({"type": t, "status": s, "reason": r, "message": r});
+    let cases = [
+        (
+            json!({"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+            json!({"observedGeneration": 1}),
+            "Terminating",
+            "Progressing",
+        ),
+        (
+            json!({}),
+            json!({"observedGeneration": 1, "conditions": [cond("Ready", "True", "Synchronized")]}),
+            "Current",
+            "Healthy",
+        ),
+        (
+            json!({}),
+            json!({"observedGeneration": 1, "conditions": [cond("Ready", "True", "Synchronized"), cond("Reconciling", "True", "Synchronizing")]}),
+            "InProgress",
+            "Progressing",
+        ),
+        (
+            json!({}),
+            json!({"observedGeneration": 1, "conditions": [cond("Ready", "False", "InvalidConfiguration"), cond("Stalled", "True", "InvalidConfiguration")]}),
+            "Failed",
+            "Degraded",
+        ),
+        (
+            json!({}),
+            json!({"observedGeneration": 1, "conditions": [cond("Ready", "Unknown", "Synchronizing")]}),
+            "InProgress",
+            "Progressing",
+        ),
+    ];
+    let lua = chart_support::chart_dir().join("files/health.lua");
+    for (meta, status, kstatus, argo) in cases {
+        let mut metadata = json!({"name": "ch", "namespace": "ns", "generation": 1});
+        metadata
+            .as_object_mut()
+            .unwrap()
+            .extend(meta.as_object().unwrap().clone());
+        let object = json!({"apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+                            "metadata": metadata, "spec": {}, "status": status});
+        let got = (
+            gitopscheck(&["kstatus", "-"], &object).0,
+            gitopscheck(&["argocd", lua.to_str().unwrap(), "-"], &object).0,
+        );
+        assert_eq!(
+            (got.0.as_str(), got.1.as_str()),
+            (kstatus, argo),
+            "{object}"
+        );
+    }
+}
