@@ -18,6 +18,12 @@ pub const CHANNEL_LABEL: &str = "rancheros.cattle.io/channel";
 pub const NO_LONGER_IN_SYNC_ANNOTATION: &str = "rancheros.cattle.io/channel-no-longer-in-sync";
 /// Annotation on a channel: a new value asks for a sync now.
 pub const SYNC_REQUESTED_AT_ANNOTATION: &str = "rancheros.cattle.io/sync-requested-at";
+/// Finalizer on channels with `versionPolicy.onChannelDelete: Orphan` (and only on those):
+/// it holds the channel until its versions are orphaned.
+pub const ORPHAN_FINALIZER: &str = "rancheros.cattle.io/orphan-versions";
+/// Annotation the operator writes on a version when it orphans it (the uid of the deleted
+/// channel): with the channel label, what lets a later channel of that name adopt it.
+pub const ORPHANED_FROM_ANNOTATION: &str = "rancheros.cattle.io/orphaned-from-channel";
 /// Condition types of a channel (the kstatus conventions): `Ready` says how the last
 /// finished sync went, `Reconciling` is True while a sync is under way, `Stalled` is True
 /// when a human must act.
@@ -34,6 +40,8 @@ pub mod reason {
     pub const FAILED_TO_CREATE_POD: &str = "FailedToCreatePod";
     pub const CHANNEL_DISABLED: &str = "ChannelDisabled";
     pub const SUSPENDED: &str = "Suspended";
+    /// `Reconciling` while a failed sync waits for its retry (as Flux's controllers say it).
+    pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
 }
 
 /// A source of available OS versions. The operator keeps one `ManagedOSVersion` per
@@ -54,6 +62,10 @@ pub mod reason {
     printcolumn = r#"{"name":"Versions","type":"integer","jsonPath":".status.syncedVersions"}"#,
     printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.lastSyncedTime"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Suspended","type":"boolean","priority":1,"jsonPath":".spec.suspend"}"#,
+    // A time, but not `date`: kubectl shows a date in the future as `<invalid>`.
+    printcolumn = r#"{"name":"Next Sync","type":"string","priority":1,"jsonPath":".status.nextSyncTime"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","priority":1,"jsonPath":".status.sourceRevision"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -127,10 +139,45 @@ pub struct ManagedOSVersionChannelSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub upgrade_container: Option<Map<String, Value>>,
+    /// What becomes of the channel's versions when the channel is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_policy: Option<VersionPolicy>,
+}
+
+/// What becomes of a channel's versions.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionPolicy {
+    /// `Delete` (default): deleting the channel deletes its versions (owner references).
+    /// `Orphan`: they stay, flagged no longer in sync, without the owner reference, and a
+    /// channel of the same name created later adopts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "on_channel_delete")]
+    pub on_channel_delete: Option<OnChannelDelete>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnChannelDelete {
+    #[default]
+    Delete,
+    Orphan,
+}
+
+impl ManagedOSVersionChannelSpec {
+    /// `versionPolicy.onChannelDelete`, with its default.
+    pub fn on_channel_delete(&self) -> OnChannelDelete {
+        self.version_policy
+            .as_ref()
+            .and_then(|p| p.on_channel_delete)
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// The API server shows a channel the operator has not seen yet with observedGeneration -1,
+// so that kstatus (Flux, `kubectl wait`) reads it as InProgress, not Current.
+#[schemars(extend("default" = {"observedGeneration": -1}))]
 pub struct ManagedOSVersionChannelStatus {
     /// The `metadata.generation` this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,6 +220,13 @@ impl ManagedOSVersionChannelStatus {
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
+
+    /// `Reconciling` while a sync is under way (started, or queued for a slot); not while a
+    /// failed one waits for its retry (`ProgressingWithRetry`).
+    pub fn sync_under_way(&self) -> Option<&Condition> {
+        self.condition(RECONCILING)
+            .filter(|c| c.status == "True" && c.reason != reason::PROGRESSING_WITH_RETRY)
+    }
 }
 
 /// A channel's identity in the operator's caches, queue and metrics: namespace and name.
@@ -192,6 +246,7 @@ pub type ChannelKey = ObjectRef<ManagedOSVersionChannel>;
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
     printcolumn = r#"{"name":"Channel","type":"string","jsonPath":".metadata.ownerReferences[?(@.controller==true)].name"}"#,
+    printcolumn = r#"{"name":"No Longer In Sync","type":"string","jsonPath":".metadata.annotations.rancheros\\.cattle\\.io/channel-no-longer-in-sync"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -277,6 +332,15 @@ fn channel_options(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "timeout": {"type": "string", "maxLength": 64},
             "uri": {"type": "string", "maxLength": 8192}
         }
+    })
+}
+
+/// The two values, without the `null` a generated `Option` enum would list.
+fn on_channel_delete(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["Delete", "Orphan"],
+        "description": "`Delete` (default): deleting the channel deletes its versions (owner references). `Orphan`: they stay, flagged no longer in sync, without the owner reference, and a channel of the same name created later adopts them."
     })
 }
 

@@ -70,8 +70,7 @@ async fn wait_running(t: &TestNs, api: &Api<Pod>, name: &str) {
 fn reconciling_message(ch: &ManagedOSVersionChannel) -> String {
     ch.status
         .as_ref()
-        .and_then(|s| s.condition(rancheros_operator::api::RECONCILING))
-        .filter(|c| c.status == "True")
+        .and_then(|s| s.sync_under_way())
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }

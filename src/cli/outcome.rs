@@ -14,9 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::api::{
-    ManagedOSVersionChannel, READY, RECONCILING, SYNC_REQUESTED_AT_ANNOTATION, reason,
-};
+use crate::api::{ManagedOSVersionChannel, READY, SYNC_REQUESTED_AT_ANNOTATION, reason};
 
 /// Where a requested sync stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,7 +87,7 @@ impl Request {
         {
             return failed(&r.reason, &r.message);
         }
-        let reconciling = status.condition(RECONCILING).filter(|c| c.status == "True");
+        let reconciling = status.sync_under_way();
         let served = status
             .sync_requested_at
             .as_ref()

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use serde::{Serialize, Serializer};
 
 use super::outcome::one_line;
-use crate::api::{ManagedOSVersionChannel, READY, RECONCILING, reason};
+use crate::api::{ManagedOSVersionChannel, READY, reason};
 
 /// One channel's row, with machine values (times in RFC 3339, the whole revision and
 /// message).
@@ -44,7 +44,8 @@ impl ChannelView {
     pub fn of(ch: &ManagedOSVersionChannel) -> Self {
         let status = ch.status.clone().unwrap_or_default();
         let ready = status.condition(READY);
-        let running = status.condition(RECONCILING).filter(|c| c.status == "True");
+        // A retry waiting its turn (ProgressingWithRetry) is no sync under way.
+        let running = status.sync_under_way();
         let mut message = ready.map(|r| one_line(&r.message)).unwrap_or_default();
         if let Some(c) = running {
             let doing = one_line(&c.message);

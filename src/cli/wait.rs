@@ -69,7 +69,9 @@ impl Waits {
         let mut events = watcher(api, config).default_backoff().boxed();
         // A --timeout past the clock's range is as good as none: wait a year at most.
         let now = tokio::time::Instant::now();
-        let deadline = now.checked_add(self.timeout.min(crate::config::MAX_DURATION)).unwrap_or(now);
+        let deadline = now
+            .checked_add(self.timeout.min(crate::config::MAX_DURATION))
+            .unwrap_or(now);
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         // Channels listed in the current (re)list: one not listed is gone.

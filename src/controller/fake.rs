@@ -279,4 +279,87 @@ impl ChannelIo for FakeIo {
             None => Err(status_error(404)),
         }
     }
+
+    async fn patch_channel(&self, key: &Key, patch: &serde_json::Value) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call("patch_channel", &key.name)?;
+        let rv = world.next();
+        let Some(channel) = world.channels.get_mut(key) else {
+            return Err(status_error(404));
+        };
+        *channel = merged(channel, patch, rv)?;
+        Ok(())
+    }
+
+    async fn labelled_versions(&self, key: &Key) -> Result<Vec<ManagedOSVersion>, kube::Error> {
+        let mut world = self.world();
+        world.call("labelled_versions", &key.name)?;
+        Ok(world
+            .versions
+            .iter()
+            .filter(|(k, v)| {
+                k.namespace == key.namespace
+                    && v.labels().get(crate::api::CHANNEL_LABEL) == Some(&key.name)
+            })
+            .map(|(_, v)| v.clone())
+            .collect())
+    }
+
+    async fn read_version(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
+        let mut world = self.world();
+        world.call("read_version", name)?;
+        Ok(world.versions.get(&key_of(namespace, name)).cloned())
+    }
+
+    async fn patch_version(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call("patch_version", name)?;
+        let rv = world.next();
+        let Some(version) = world.versions.get_mut(&key_of(namespace, name)) else {
+            return Err(status_error(404));
+        };
+        *version = merged(version, patch, rv)?;
+        Ok(())
+    }
+}
+
+/// `object` with a JSON merge patch applied, as the API server does it: the patch's uid and
+/// resourceVersion are preconditions (409 when they differ), the result gets `rv`.
+fn merged<K>(object: &K, patch: &serde_json::Value, rv: String) -> Result<K, kube::Error>
+where
+    K: serde::Serialize + serde::de::DeserializeOwned,
+{
+    fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+        match (target, patch) {
+            (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+                for (k, v) in p {
+                    if v.is_null() {
+                        t.remove(k);
+                    } else {
+                        merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                    }
+                }
+            }
+            (t, p) => *t = p.clone(),
+        }
+    }
+    let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
+    for field in ["uid", "resourceVersion"] {
+        let want = &patch["metadata"][field];
+        if !want.is_null() && *want != value["metadata"][field] {
+            return Err(status_error(409));
+        }
+    }
+    merge(&mut value, patch);
+    value["metadata"]["resourceVersion"] = serde_json::Value::String(rv);
+    serde_json::from_value(value).map_err(kube::Error::SerdeError)
 }

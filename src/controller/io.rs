@@ -121,4 +121,35 @@ pub trait ChannelIo: Send + Sync + 'static {
         name: &str,
         series: EventSeries,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// A merge patch of the channel itself (its finalizers; the patch carries its
+    /// resourceVersion as a precondition).
+    fn patch_channel(
+        &self,
+        key: &Key,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// The versions labelled as the channel's, read fresh from the API server (not the
+    /// cache: a version created a moment ago must not be missed).
+    fn labelled_versions(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Vec<ManagedOSVersion>, kube::Error>> + Send;
+
+    /// One version, read fresh.
+    fn read_version(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<ManagedOSVersion>, kube::Error>> + Send;
+
+    /// A merge patch of one version (the patch carries its uid and resourceVersion as
+    /// preconditions).
+    fn patch_version(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 }

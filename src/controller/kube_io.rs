@@ -241,4 +241,50 @@ impl ChannelIo for KubeIo {
             .await
             .map(drop)
     }
+
+    async fn patch_channel(&self, key: &Key, patch: &serde_json::Value) -> Result<(), kube::Error> {
+        let (ns, name) = parts(key);
+        self.api::<ManagedOSVersionChannel>(&ns)
+            .patch(name, &manager(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+    }
+
+    async fn labelled_versions(&self, key: &Key) -> Result<Vec<ManagedOSVersion>, kube::Error> {
+        let (ns, name) = parts(key);
+        let selector = format!("{}={name}", crate::api::CHANNEL_LABEL);
+        let list = self
+            .api::<ManagedOSVersion>(&ns)
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        Ok(list.items)
+    }
+
+    async fn read_version(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
+        self.api::<ManagedOSVersion>(namespace).get_opt(name).await
+    }
+
+    async fn patch_version(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        self.api::<ManagedOSVersion>(namespace)
+            .patch(name, &manager(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+    }
+}
+
+/// The operator's field manager, for its merge patches.
+fn manager() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::api::FIELD_MANAGER.into()),
+        ..Default::default()
+    }
 }

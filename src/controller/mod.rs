@@ -19,6 +19,7 @@
 mod caches;
 pub mod errors;
 mod events;
+mod finalize;
 pub mod io;
 mod json_source;
 mod kube_io;

@@ -1,7 +1,8 @@
 //! One reconciliation of a channel, as a named sequence of steps:
 //!
 //! 1. `refresh`: the channel's record (a namesake's is forgotten); a channel whose cached
-//!    copy may be stale is read fresh;
+//!    copy may be stale is read fresh; then `finalize` (the Orphan policy's finalizer,
+//!    which ends the reconciliation of a channel that is going);
 //! 2. `observe_pod`: its pod, from the cache (fresh when stale);
 //! 3. `take_slot`: when the phase says a sync starts, a sync slot or a place in line;
 //! 4. `decide`, then `gather` what the decision asks for (logs, versions, the fetch) and
@@ -84,6 +85,10 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         let Some((channel, stale)) = refresh(ctx, key, &uid, cached).await? else {
             return Ok((Action::await_change(), Counts::default()));
         };
+        // versionPolicy.onChannelDelete: Orphan (its finalizer), before or instead of a sync.
+        if let Some(done) = ctx.finalize(&channel, key).await? {
+            return Ok((done, Counts::default()));
+        }
         // Read fresh, it may be a namesake created since: its record is its own.
         let uid = channel.uid().unwrap_or(uid);
         let mut attempt = Attempt::new(ctx, key, uid, channel);

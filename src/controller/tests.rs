@@ -384,3 +384,54 @@ async fn decide_runs_once_per_observation() {
     assert_eq!((synced.decisions, synced.observations), (2, 3));
     assert!(h.ctx.io.world().versions.contains_key(&key("a", "v1")));
 }
+
+#[tokio::test]
+async fn an_orphan_channel_gets_the_finalizer_and_leaves_its_versions_when_deleted() {
+    use crate::api::{NO_LONGER_IN_SYNC_ANNOTATION, ORPHAN_FINALIZER, ORPHANED_FROM_ANNOTATION};
+    let mut h = Harness::new(settings());
+    let mut spec = json_channel();
+    spec["versionPolicy"] = json!({"onChannelDelete": "Orphan"});
+    let c = h.create("a", "c", spec);
+    h.ctx.io.world().source = Some(Box::new(|_: &Validators| Response::Body {
+        data: DATA.as_bytes().to_vec(),
+        validators: Validators::default(),
+    }));
+    h.ok(&c).await;
+    assert_eq!(h.channel(&c).finalizers(), [ORPHAN_FINALIZER]);
+    let v1 = key("a", "v1");
+    let uid = h.channel(&c).uid().unwrap();
+    let owned = |h: &Harness| h.ctx.io.world().versions[&v1].owner_references().to_vec();
+    assert_eq!(owned(&h)[0].uid, uid, "the sync wrote v1");
+    // Deleted: the API server keeps it while the finalizer is there.
+    h.ctx
+        .io
+        .world()
+        .channels
+        .get_mut(&c)
+        .unwrap()
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    h.ok(&c).await;
+    assert!(owned(&h).is_empty(), "v1 still owned: the GC would take it");
+    let annotations = h.ctx.io.world().versions[&v1].annotations().clone();
+    assert_eq!(annotations[NO_LONGER_IN_SYNC_ANNOTATION], "true");
+    assert_eq!(annotations[ORPHANED_FROM_ANNOTATION], uid);
+    assert!(
+        h.channel(&c).finalizers().is_empty(),
+        "the channel is let go"
+    );
+    let reasons: Vec<_> = h
+        .ctx
+        .io
+        .world()
+        .events
+        .iter()
+        .map(|e| e.reason.clone())
+        .collect();
+    assert!(
+        reasons.contains(&Some("VersionsOrphaned".into())),
+        "{reasons:?}"
+    );
+}

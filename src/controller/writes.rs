@@ -5,12 +5,14 @@
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tracing::debug;
 
 use super::errors::{Error, api_message, delete_uid, is_status};
-use crate::api::{FIELD_MANAGER, ManagedOSVersion, NO_LONGER_IN_SYNC_ANNOTATION};
+use crate::api::{
+    FIELD_MANAGER, ManagedOSVersion, NO_LONGER_IN_SYNC_ANNOTATION, ORPHANED_FROM_ANNOTATION,
+};
 use crate::metrics::Metrics;
 use crate::syncer::Effect;
 
@@ -257,8 +259,12 @@ async fn mark(
     dry_run: bool,
 ) -> Result<ManagedOSVersion, kube::Error> {
     let value = no_longer_in_sync.then_some("true");
-    let patch =
-        json!({"metadata": {"uid": uid, "annotations": {NO_LONGER_IN_SYNC_ANNOTATION: value}}});
+    let mut annotations = json!({NO_LONGER_IN_SYNC_ANNOTATION: value});
+    if !no_longer_in_sync {
+        // A version listed again is no orphan either (see `syncer::orphan`).
+        annotations[ORPHANED_FROM_ANNOTATION] = Value::Null;
+    }
+    let patch = json!({"metadata": {"uid": uid, "annotations": annotations}});
     let params = PatchParams {
         dry_run,
         field_manager: Some(FIELD_MANAGER.into()),

@@ -8,6 +8,7 @@
 mod custom;
 mod decision;
 mod json;
+pub mod orphan;
 mod outcome;
 mod paused;
 mod phase;
@@ -157,9 +158,7 @@ impl Decider<'_> {
 
     /// Whether a sync is under way (started, or queued for a slot).
     fn syncing(&self) -> bool {
-        self.status
-            .condition(RECONCILING)
-            .is_some_and(|c| c.status == "True")
+        self.status.sync_under_way().is_some()
     }
 
     /// Whether the status already says this, for this generation.

@@ -148,7 +148,20 @@ impl Decider<'_> {
         let message = failure.to_string();
         let ready = (Truth::False, reason, format!("{message} ({retry})"));
         let stalled = stalled.map(|why| (reason, format!("{message} ({why})")));
+        let retrying = stalled.is_none().then(|| retry.clone());
         let mut status = self.status_with(Some(ready), None, stalled);
+        if let Some(retry) = retrying {
+            // Still progressing (kstatus: InProgress), as Flux's controllers say it.
+            status::set(
+                &mut status.conditions,
+                RECONCILING,
+                Truth::True,
+                reason::PROGRESSING_WITH_RETRY,
+                format!("{reason}: {message} ({retry})"),
+                self.generation,
+                &self.timestamp(),
+            );
+        }
         status.failed_synchronization_attempts = attempts;
         status.last_sync_attempt_time = Some(self.timestamp());
         status.sync_requested_at = self.served_request(pod);

@@ -23,6 +23,8 @@ pub struct Plan {
     pub effects: Vec<Effect>,
     pub created: usize,
     pub updated: usize,
+    /// Versions orphaned by a deleted channel of this name that this sync takes over.
+    pub adopted: usize,
     pub flagged: usize,
     pub deleted: usize,
 }
@@ -33,6 +35,7 @@ impl Plan {
         for (n, what) in [
             (self.created, "created"),
             (self.updated, "updated"),
+            (self.adopted, "adopted"),
             (self.flagged, "flagged as no longer in sync"),
             (self.deleted, "deleted"),
         ] {
@@ -267,12 +270,21 @@ pub fn plan(
                     replaces: None,
                 });
             }
-            Some(have) if !controlled_by(&have.metadata, channel) => {
+            Some(have)
+                if !controlled_by(&have.metadata, channel)
+                    && !super::orphan::adoptable(have, channel) =>
+            {
                 conflicts.push(conflict_message(have));
             }
             Some(have) => {
-                if differs(have, &want) {
-                    plan.updated = plan.updated.saturating_add(1);
+                // A version orphaned by a deleted channel of this name: taken over (the
+                // apply sets the owner reference), whatever its content.
+                let adopt = !controlled_by(&have.metadata, channel);
+                if adopt {
+                    plan.adopted = plan.adopted.saturating_add(1);
+                }
+                if adopt || differs(have, &want) {
+                    plan.updated = plan.updated.saturating_add(usize::from(!adopt));
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.
                     want.metadata.uid = have.uid();
@@ -281,7 +293,7 @@ pub fn plan(
                         replaces: Some(Arc::clone(have)),
                     });
                 }
-                if is_flagged(have) {
+                if is_flagged(have) || super::orphan::marked_orphan(have) {
                     plan.effects.push(Effect::MarkVersion {
                         name: item.name.clone(),
                         uid: have.uid().unwrap_or_default(),

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Config, ResourceExt};
-use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel, READY, RECONCILING};
+use rancheros_operator::api::{ManagedOSVersion, ManagedOSVersionChannel, READY};
 use serde_json::{Value, json};
 
 pub fn operator_image() -> String {
@@ -463,8 +463,8 @@ pub fn ready(
 pub fn reconciling(ch: &ManagedOSVersionChannel) -> bool {
     ch.status
         .as_ref()
-        .and_then(|s| s.condition(RECONCILING))
-        .is_some_and(|c| c.status == "True")
+        .and_then(|s| s.sync_under_way())
+        .is_some()
 }
 
 pub fn ready_reason(ch: &ManagedOSVersionChannel) -> Option<String> {

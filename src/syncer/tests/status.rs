@@ -190,7 +190,32 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
         let stalled = condition(&d, STALLED);
         assert_eq!(stalled.is_some(), attempt >= 4, "attempt {attempt}");
         assert_eq!(ready(&d).status, "False");
+        // kstatus: InProgress while retried (Reconciling, as Flux says it), Failed past
+        // the budget (Stalled, and no Reconciling).
+        let reconciling = condition(&d, RECONCILING);
+        if attempt < 4 {
+            let r = reconciling.expect("Reconciling while retried");
+            assert_eq!(
+                (r.status.as_str(), r.reason.as_str()),
+                ("True", "ProgressingWithRetry")
+            );
+            assert!(
+                r.message.starts_with("FailedToSync: ") && r.message.contains("retrying in"),
+                "{}",
+                r.message
+            );
+        } else {
+            assert_eq!(reconciling, None, "attempt {attempt}");
+        }
         ch = with_status(&ch, &d);
+        // The retry waits out its backoff: a Reconciling that says so starts no sync.
+        let waiting = decide(&obs(&ch, t(now + 2)), &settings());
+        assert_eq!(
+            (waiting.effects.len(), waiting.status.is_none()),
+            (0, true),
+            "attempt {attempt}: {waiting:?}"
+        );
+        assert!(waiting.requeue.is_some_and(|r| !r.is_zero()));
         now += 1 + d.requeue.unwrap().as_secs() as i64;
     }
     let stalled = ch.status.as_ref().unwrap().condition(STALLED).unwrap();
@@ -204,7 +229,35 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
     let pod = pod_in(&ch, t(now), ready_pod_status());
     let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(now + 2));
     assert_eq!(condition(&d, STALLED), None);
+    assert_eq!(condition(&d, RECONCILING), None);
     assert_eq!(ready(&d).status, "True");
+}
+
+#[test]
+fn a_retry_under_way_says_synchronizing_again() {
+    let (ch, _) = synced_once();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
+    let pod = pod_in(&ch, t(3605), runner_failed_status(1));
+    let failed = decide(
+        &Observation {
+            pod: Some(&pod),
+            runner_log: Some("boom"),
+            ..obs(&ch, t(3606))
+        },
+        &settings(),
+    );
+    let ch = with_status(&ch, &failed);
+    let retry = condition(&failed, RECONCILING).unwrap();
+    // The backoff (the retry delay) over, the retry starts: Reconciling says Synchronizing,
+    // its transition time kept (it stayed True).
+    let d = decide(&obs(&ch, t(3606 + 11)), &settings());
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    let r = condition(&d, RECONCILING).unwrap();
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_str()),
+        ("True", "Synchronizing")
+    );
+    assert_eq!(r.last_transition_time, retry.last_transition_time);
 }
 
 #[test]
