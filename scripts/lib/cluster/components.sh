@@ -47,12 +47,16 @@ start_svc_dns() {
 	start svc-dns "$SCRIPTS_DIR/lib/svc-dns" "$K8S_BIN_DIR/kubectl" "$KUBECONFIG_PATH" "$STATE_DIR/dns" "$CLUSTER_DOMAIN"
 }
 
+# --resource-quota-sync-period 15s (default 5m): a quota created before the quota controller
+# discovered the CRDs (tests install them on a cluster just started, and the test binaries run
+# side by side) is counted within seconds, not at the next 5-minute resync.
 start_controller_manager() {
 	start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
 		--kubeconfig="$CONF_DIR/kube-controller-manager.kubeconfig" \
 		--authentication-kubeconfig="$CONF_DIR/kube-controller-manager.kubeconfig" \
 		--authorization-kubeconfig="$CONF_DIR/kube-controller-manager.kubeconfig" \
 		--controllers='*,-csrsigning' --leader-elect=false --use-service-account-credentials=true \
+		--resource-quota-sync-period=15s \
 		--root-ca-file="$CERT_DIR/ca.crt" --service-account-private-key-file="$CERT_DIR/sa.key" \
 		--service-cluster-ip-range="$SERVICE_CIDR" --allocate-node-cidrs=false \
 		--bind-address=127.0.0.1 --secure-port=10257 --profiling=false --v=1
