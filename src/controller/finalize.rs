@@ -121,7 +121,13 @@ impl<I: ChannelIo> Context<I> {
             }
         }
         // One whose label someone removed is still the channel's: the cache knows it.
-        let cached = self.io.versions(&ns).await.unwrap_or_default();
+        // Not read: the finalizer stays and the attempt is retried, rather than letting the
+        // channel go with a version the garbage collector would then take.
+        let cached = self
+            .io
+            .versions(&ns)
+            .await
+            .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
         for version in cached {
             if seen.contains(&version.name_any()) || !controlled_by(&version.metadata, channel) {
                 continue;
