@@ -482,9 +482,26 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
     t.patch_spec("ch", json!({"options": {"args": [slow_script(8, &data)]}}))
         .await;
     let ch = t.wait_next_attempt("ch", &before, SYNC).await;
+    let new = generation + 1;
+    // The recorder's watch may be a moment behind the read that saw the outcome.
+    t.eventually(
+        "the recorder to see the outcome",
+        Duration::from_secs(15),
+        || async {
+            recorder
+                .states()
+                .iter()
+                .any(|s| {
+                    s.ready
+                        .as_ref()
+                        .is_some_and(|r| r.1 != "Synchronizing" && r.2 == Some(new))
+                })
+                .then_some(())
+        },
+    )
+    .await;
     let states = recorder.stop();
     let all = history(&states);
-    let new = generation + 1;
     assert_eq!(ch.metadata.generation, Some(new));
     assert!(
         states.iter().any(|s| s.generation == new
