@@ -14,7 +14,7 @@ mod privilege;
 pub use privilege::runner_privilege;
 
 use crate::api::ManagedOSVersionChannelSpec;
-use crate::duration;
+use crate::{duration, schema};
 
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MOUNT_PATH: &str = "/data";
@@ -180,12 +180,27 @@ pub fn resolve(
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(str::to_string);
+    if let Some(r) = &registry
+        && r.len() > schema::MAX_REGISTRY_BYTES
+    {
+        return Err(format!(
+            "spec.registry: {} bytes, more than the {} a registry may have",
+            r.len(),
+            schema::MAX_REGISTRY_BYTES
+        ));
+    }
+    let upgrade_container = spec
+        .upgrade_container
+        .as_ref()
+        .map(schema::typed_upgrade_container)
+        .transpose()
+        .map_err(|why| format!("spec.upgradeContainer: {why}"))?;
     Ok(ChannelConfig {
         source,
         sync_interval,
         delete_no_longer_in_sync: spec.delete_no_longer_in_sync_versions.unwrap_or(false),
         registry,
-        upgrade_container: spec.upgrade_container.clone(),
+        upgrade_container,
     })
 }
 

@@ -322,3 +322,40 @@ fn limits_out_of_range_are_named() {
             .starts_with("--min-sync-interval 0s")
     );
 }
+
+#[test]
+fn a_large_or_unknown_upgrade_container_or_long_registry_is_invalid() {
+    let big = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "upgradeContainer": {"args": ["x".repeat(400 * 1024)]}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(big.starts_with("spec.upgradeContainer: 4096"), "{big}");
+    assert!(big.contains("64 KiB"), "{big}");
+    let unknown = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "upgradeContainer": {"nested": {"a": {"b": 1}}}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(unknown.contains("unknown field `nested`"), "{unknown}");
+    let registry = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "registry": "r".repeat(513)})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        registry,
+        "spec.registry: 513 bytes, more than the 512 a registry may have"
+    );
+    assert!(
+        resolve(
+            &spec(json!({"type": "json", "options": {"uri": "https://x"},
+                "registry": "r".repeat(512), "upgradeContainer": {"image": "u"}})),
+            &Limits::default(),
+        )
+        .is_ok()
+    );
+}
