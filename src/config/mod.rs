@@ -170,7 +170,8 @@ pub fn resolve(
         "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
         other => {
             return Err(format!(
-                "spec.type: {other:?} is not a channel type; use \"custom\" or \"json\""
+                "spec.type: {} is not a channel type; use \"custom\" or \"json\"",
+                quote(other)
             ));
         }
     };
@@ -227,7 +228,8 @@ fn unknown_keys(options: &Map<String, Value>, known: &[&str], type_: &str) -> Re
     match options.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(k) => Err(format!(
-            "spec.options.{k}: not an option of a {type_} channel (known: {})",
+            "spec.options.{}: not an option of a {type_} channel (known: {})",
+            crate::text::clean(k, QUOTE_BYTES),
             known.join(", ")
         )),
     }
@@ -248,9 +250,10 @@ fn typed<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, String> {
     match options.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| format!("spec.options.{key}: must be {what}: {e}")),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+            let e = crate::text::clean(&e.to_string(), QUOTE_BYTES);
+            format!("spec.options.{key}: must be {what}: {e}")
+        }),
     }
 }
 
@@ -342,7 +345,8 @@ fn pull_policy(options: &Map<String, Value>) -> Result<Option<String>, String> {
         None => Ok(None),
         Some(p) if ["Always", "IfNotPresent", "Never"].contains(&p.as_str()) => Ok(Some(p)),
         Some(p) => Err(format!(
-            "spec.options.imagePullPolicy: {p:?} is not a pull policy; use Always, IfNotPresent or Never"
+            "spec.options.imagePullPolicy: {} is not a pull policy; use Always, IfNotPresent or Never",
+            quote(&p)
         )),
     }
 }
@@ -391,6 +395,15 @@ fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOpt
         timeout: timeout(options, limits)?
             .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
     })
+}
+
+/// The most bytes of a tenant's value quoted in a message: the rest of the message (the
+/// rule, the fix) must fit in the status's bound.
+const QUOTE_BYTES: usize = 200;
+
+/// A value of the spec quoted for a message: cut, without control characters.
+fn quote(s: &str) -> String {
+    format!("{:?}", crate::text::clean(s, QUOTE_BYTES))
 }
 
 /// Normalises an absolute path (`.`, `..`, repeated and trailing `/`); `None` when relative

@@ -359,3 +359,28 @@ fn a_large_or_unknown_upgrade_container_or_long_registry_is_invalid() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_300_kib_pull_policy_or_type_is_quoted_short_without_control_characters() {
+    let policy = format!("\u{1b}[2J{}", "A".repeat(300 * 1024));
+    let err = resolve(
+        &spec(json!({"type": "custom", "options": {"image": "i", "imagePullPolicy": policy}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(err.len() < 400, "{}", err.len());
+    assert!(!err.contains('\u{1b}'), "{err}");
+    assert!(
+        err.ends_with("…\" is not a pull policy; use Always, IfNotPresent or Never"),
+        "{err}"
+    );
+    let err = resolve(
+        &spec(json!({"type": "x".repeat(100_000)})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.len() < 400 && err.contains("is not a channel type"),
+        "{err}"
+    );
+}
