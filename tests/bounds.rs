@@ -426,3 +426,64 @@ async fn a_400_kib_upgrade_container_is_invalid_configuration_and_writes_nothing
     assert_eq!(t.version_names().await, Vec::<String>::new());
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_runner_with_capabilities_drop_empty_still_drops_all_and_its_volume_is_bounded() {
+    let mut t = TestNs::new("drop-empty").await;
+    t.start_operator(&[]);
+    // A few seconds of runner, so the pod is still there to be read.
+    let data = write_script(&channel_data(&[("a", "v1")]));
+    let mut spec = custom_spec(&format!("sleep 5; {data}"));
+    spec["options"]["securityContext"] = json!({"capabilities": {"drop": []}});
+    t.create_channel("nodrop", spec).await;
+    let pod = t
+        .eventually("the syncer pod", SYNC, || async {
+            t.pods().get_opt("nodrop").await.unwrap()
+        })
+        .await;
+    let pod = serde_json::to_value(pod).unwrap();
+    let runner = &pod["spec"]["initContainers"][0];
+    assert_eq!(
+        runner["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]}),
+        "{runner}"
+    );
+    // Twice the default --max-output-bytes (16Mi).
+    assert_eq!(
+        pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"],
+        json!("33554432"),
+        "{}",
+        pod["spec"]["volumes"]
+    );
+    t.wait_ready("nodrop", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_mount_path_of_usr_local_bin_is_invalid_configuration_and_no_pod_runs() {
+    let mut t = TestNs::new("mount-display").await;
+    t.start_operator(&[]);
+    for (name, path) in [("display-dir", "/usr/local/bin"), ("etc", "/etc")] {
+        let mut spec = synced_spec();
+        spec["options"]["mountPath"] = json!(path);
+        spec["options"]["outputFile"] = json!(format!("{path}/data"));
+        t.create_channel(name, spec).await;
+    }
+    let ch = t
+        .wait_ready("display-dir", "InvalidConfiguration", SYNC)
+        .await;
+    assert!(
+        ready_message(&ch)
+            .contains("would cover /usr/local/bin, where the syncer pod's display binary lives"),
+        "{}",
+        ready_message(&ch)
+    );
+    let ch = t.wait_ready("etc", "InvalidConfiguration", SYNC).await;
+    assert!(
+        ready_message(&ch).contains("would cover the system directory /etc"),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}

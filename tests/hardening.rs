@@ -792,7 +792,12 @@ async fn a_runner_printing_terminal_escapes_leaves_no_esc_byte_in_ready_or_the_s
     assert!(message.len() <= 1024, "{}", message.len());
     let stalled_or_ready = ch.status.as_ref().unwrap().conditions.iter();
     for c in stalled_or_ready {
-        assert!(!c.message.contains('\u{1b}'), "{}: {:?}", c.type_, c.message);
+        assert!(
+            !c.message.contains('\u{1b}'),
+            "{}: {:?}",
+            c.type_,
+            c.message
+        );
     }
     for wide in [false, true] {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rancheros-operator"));

@@ -307,6 +307,12 @@ fn custom_options(options: &Map<String, Value>, limits: &Limits) -> Result<Custo
         .ok_or_else(|| {
             format!("spec.options.mountPath: {mount_path:?} must be an absolute path below /")
         })?;
+    if let Some(why) = mount_path_problem(&mount_path) {
+        return Err(format!(
+            "spec.options.mountPath: {}: {why}",
+            quote(&mount_path)
+        ));
+    }
     let output_file = match string(options, "outputFile")? {
         None => format!("{mount_path}/output"),
         Some(file) => {
@@ -394,6 +400,43 @@ fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOpt
         uri,
         timeout: timeout(options, limits)?
             .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
+    })
+}
+
+/// Where the `display` binary lives in the operator's image: the output volume, mounted in
+/// `display` too, must not cover it (the runner could replace it).
+pub const DISPLAY_BIN_DIR: &str = "/usr/local/bin";
+/// Directories the output volume may not be mounted on or above: the system's, in both
+/// containers. Below `/dev`, `/proc` and `/sys` is refused as well.
+const SYSTEM_PATHS: [&str; 10] = [
+    "/",
+    "/bin",
+    "/sbin",
+    "/usr",
+    "/usr/bin",
+    DISPLAY_BIN_DIR,
+    "/etc",
+    "/dev",
+    "/proc",
+    "/sys",
+];
+
+/// Why a (clean, absolute) mount path would cover a system directory or `display`.
+fn mount_path_problem(path: &str) -> Option<String> {
+    let below = |dir: &str| path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'));
+    let above = |dir: &str| dir.strip_prefix(path).is_some_and(|r| r.starts_with('/'));
+    let covered = SYSTEM_PATHS
+        .iter()
+        .find(|dir| path == **dir || above(dir))
+        .or_else(|| ["/dev", "/proc", "/sys"].iter().find(|dir| below(dir)))?;
+    Some(if *covered == DISPLAY_BIN_DIR {
+        format!(
+            "would cover {DISPLAY_BIN_DIR}, where the syncer pod's display binary lives; mount the output volume elsewhere (default /data)"
+        )
+    } else {
+        format!(
+            "would cover the system directory {covered}; mount the output volume elsewhere (default /data)"
+        )
     })
 }
 

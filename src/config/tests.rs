@@ -384,3 +384,40 @@ fn a_300_kib_pull_policy_or_type_is_quoted_short_without_control_characters() {
         "{err}"
     );
 }
+
+#[test]
+fn a_mount_path_over_display_or_a_system_directory_is_invalid() {
+    let mount = |path: &str| {
+        resolve(
+            &spec(json!({"type": "custom", "options": {"image": "i", "mountPath": path}})),
+            &Limits::default(),
+        )
+    };
+    let err = mount("/usr/local/bin").unwrap_err();
+    assert!(err.starts_with("spec.options.mountPath: \"/usr/local/bin\": would cover /usr/local/bin, where the syncer pod's display binary lives"), "{err}");
+    for path in ["/usr/local", "/usr/local/bin/", "/usr/./local/bin"] {
+        assert!(
+            mount(path).unwrap_err().contains("display binary"),
+            "{path}"
+        );
+    }
+    for path in [
+        "/bin", "/sbin", "/usr", "/usr/bin", "/etc", "/dev", "/proc", "/sys", "/dev/shm", "/proc/1",
+    ] {
+        let err = mount(path).unwrap_err();
+        assert!(
+            err.contains("would cover the system directory"),
+            "{path}: {err}"
+        );
+    }
+    for path in [
+        "/data",
+        "/output",
+        "/usr/local/bin/x",
+        "/etc/channel",
+        "/tmp",
+        "/devices",
+    ] {
+        assert!(mount(path).is_ok(), "{path}");
+    }
+}
