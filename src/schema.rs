@@ -274,6 +274,15 @@ const TYPE_OPTIONS: [(&str, &[&str]); 3] = [
     ),
 ];
 
+/// The option keys of a channel type (empty for an unknown type): the one list the CRD's
+/// rules and `config` both use.
+pub fn options_of(type_: &str) -> &'static [&'static str] {
+    TYPE_OPTIONS
+        .iter()
+        .find(|(t, _)| *t == type_)
+        .map_or(&[], |(_, keys)| keys)
+}
+
 /// The rules on `spec` that the types cannot say: the options of another channel type.
 fn spec_rules() -> Vec<ValidationRule> {
     let all: Vec<&str> = TYPE_OPTIONS

@@ -10,7 +10,10 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::{Map, Value};
 
+mod paths;
 mod privilege;
+pub use paths::DISPLAY_BIN_DIR;
+use paths::{QUOTE_BYTES, clean_path, mount_path_problem, quote};
 pub use privilege::runner_privilege;
 
 use crate::api::ManagedOSVersionChannelSpec;
@@ -127,24 +130,6 @@ pub struct JsonOptions {
     pub uri: String,
     pub timeout: Duration,
 }
-
-const CUSTOM_KEYS: [&str; 14] = [
-    "image",
-    "command",
-    "args",
-    "env",
-    "envFrom",
-    "securityContext",
-    "resources",
-    "imagePullSecrets",
-    "imagePullPolicy",
-    "nodeSelector",
-    "tolerations",
-    "mountPath",
-    "outputFile",
-    "timeout",
-];
-const JSON_KEYS: [&str; 2] = ["uri", "timeout"];
 
 /// Whether syncing is on; read apart from the rest so a disabled channel with an invalid
 /// spec is still handled as disabled.
@@ -297,7 +282,7 @@ fn security_context(
 }
 
 fn custom_options(options: &Map<String, Value>, limits: &Limits) -> Result<CustomOptions, String> {
-    unknown_keys(options, &CUSTOM_KEYS, "custom")?;
+    unknown_keys(options, schema::options_of("custom"), "custom")?;
     let image = string(options, "image")?
         .filter(|i| !i.trim().is_empty())
         .ok_or("spec.options.image: required for a custom channel: the image that prints the channel data")?;
@@ -376,7 +361,7 @@ impl CustomOptions {
 }
 
 fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOptions, String> {
-    unknown_keys(options, &JSON_KEYS, "json")?;
+    unknown_keys(options, schema::options_of("json"), "json")?;
     let uri = string(options, "uri")?
         .filter(|u| !u.trim().is_empty())
         .ok_or("spec.options.uri: required for a json channel: the http or https URL of the channel data")?;
@@ -401,71 +386,6 @@ fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOpt
         timeout: timeout(options, limits)?
             .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
     })
-}
-
-/// Where the `display` binary lives in the operator's image: the output volume, mounted in
-/// `display` too, must not cover it (the runner could replace it).
-pub const DISPLAY_BIN_DIR: &str = "/usr/local/bin";
-/// Directories the output volume may not be mounted on or above: the system's, in both
-/// containers. Below `/dev`, `/proc` and `/sys` is refused as well.
-const SYSTEM_PATHS: [&str; 10] = [
-    "/",
-    "/bin",
-    "/sbin",
-    "/usr",
-    "/usr/bin",
-    DISPLAY_BIN_DIR,
-    "/etc",
-    "/dev",
-    "/proc",
-    "/sys",
-];
-
-/// Why a (clean, absolute) mount path would cover a system directory or `display`.
-fn mount_path_problem(path: &str) -> Option<String> {
-    let below = |dir: &str| path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'));
-    let above = |dir: &str| dir.strip_prefix(path).is_some_and(|r| r.starts_with('/'));
-    let covered = SYSTEM_PATHS
-        .iter()
-        .find(|dir| path == **dir || above(dir))
-        .or_else(|| ["/dev", "/proc", "/sys"].iter().find(|dir| below(dir)))?;
-    Some(if *covered == DISPLAY_BIN_DIR {
-        format!(
-            "would cover {DISPLAY_BIN_DIR}, where the syncer pod's display binary lives; mount the output volume elsewhere (default /data)"
-        )
-    } else {
-        format!(
-            "would cover the system directory {covered}; mount the output volume elsewhere (default /data)"
-        )
-    })
-}
-
-/// The most bytes of a tenant's value quoted in a message: the rest of the message (the
-/// rule, the fix) must fit in the status's bound.
-const QUOTE_BYTES: usize = 200;
-
-/// A value of the spec quoted for a message: cut, without control characters.
-fn quote(s: &str) -> String {
-    format!("{:?}", crate::text::clean(s, QUOTE_BYTES))
-}
-
-/// Normalises an absolute path (`.`, `..`, repeated and trailing `/`); `None` when relative
-/// or when `..` climbs above the root.
-fn clean_path(path: &str) -> Option<String> {
-    if !path.starts_with('/') {
-        return None;
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(format!("/{}", parts.join("/")))
 }
 
 #[cfg(test)]
