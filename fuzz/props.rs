@@ -574,6 +574,7 @@ pub fn syncer_decide(data: &[u8]) {
         max_concurrent_syncs: 10,
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: *c.pick(&[10_000, 1, 0]),
+        max_sync_write_bytes: *c.pick(&[32 << 20, 0, usize::MAX]),
         syncer_image_pull_secrets: Vec::new(),
         max_sync_timeout: *c.pick(&[
             config::DEFAULT_MAX_SYNC_TIMEOUT,

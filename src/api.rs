@@ -130,14 +130,15 @@ pub struct ManagedOSVersionChannelSpec {
     /// Prefix put before `metadata.upgradeImage` (container) or `metadata.uri` (iso) of
     /// every version, with exactly one `/` between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub registry: Option<String>,
     /// Options of the channel type (see the README).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "channel_options")]
+    #[schemars(schema_with = "crate::schema::channel_options")]
     pub options: Option<Map<String, Value>>,
     /// When set, copied to every version's `spec.upgradeContainer`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
+    #[schemars(schema_with = "crate::schema::upgrade_container")]
     pub upgrade_container: Option<Map<String, Value>>,
     /// What becomes of the channel's versions when the channel is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -262,8 +263,9 @@ pub struct ManagedOSVersionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub metadata: Option<Map<String, Value>>,
+    /// The container that runs the upgrade (the system-upgrade-controller container spec).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
+    #[schemars(schema_with = "crate::schema::upgrade_container")]
     pub upgrade_container: Option<Map<String, Value>>,
 }
 
@@ -318,22 +320,6 @@ const OUTPUT_FILE_RULE: &str = "self.type != 'custom' || !has(self.options) || !
     (self.options.mountPath.endsWith('/') ? self.options.mountPath : self.options.mountPath + '/') : '/data/')";
 const URI_RULE: &str = "self.type != 'json' || !has(self.options) || !has(self.options.uri) || \
     self.options.uri.trim().matches('^(?i)https?://.+')";
-
-/// `options`: free-form (each channel type has its own), with the keys the validation
-/// rules read declared so that the rules can see them.
-fn channel_options(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-        "properties": {
-            "image": {"type": "string", "maxLength": 4096},
-            "mountPath": {"type": "string", "maxLength": 4096},
-            "outputFile": {"type": "string", "maxLength": 4096},
-            "timeout": {"type": "string", "maxLength": 64},
-            "uri": {"type": "string", "maxLength": 8192}
-        }
-    })
-}
 
 /// The two values, without the `null` a generated `Option` enum would list.
 fn on_channel_delete(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

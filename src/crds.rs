@@ -25,7 +25,9 @@ const APPLY: &str =
 
 /// The two CRDs, each with its [`SCHEMA_HASH_ANNOTATION`].
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    [ManagedOSVersionChannel::crd(), ManagedOSVersion::crd()]
+    let mut channel = ManagedOSVersionChannel::crd();
+    crate::schema::finish_channel_crd(&mut channel);
+    [channel, ManagedOSVersion::crd()]
         .into_iter()
         .map(|mut crd| {
             let hash = schema_hash(&crd.spec);

@@ -89,6 +89,10 @@ pub enum SyncFailure {
         "the channel data lists {count} entries, more than the {limit} a channel may list (--max-versions-per-channel); nothing was changed"
     )]
     TooManyVersions { count: usize, limit: usize },
+    #[error(
+        "the sync would write {bytes} bytes of versions, more than the {limit} one sync may write (--max-sync-write-bytes); nothing was changed"
+    )]
+    TooManyBytes { bytes: usize, limit: usize },
 }
 
 /// What a runner failure message shows of the runner's output.
@@ -155,11 +159,12 @@ impl SyncFailure {
             SyncFailure::Conflict(_) => "conflict",
             SyncFailure::Fetch(_) => "fetch",
             SyncFailure::TooManyVersions { .. } => "too_many_versions",
+            SyncFailure::TooManyBytes { .. } => "too_many_bytes",
         }
     }
 
     /// Every variant's metrics label, so that each series exists from the start.
-    pub const KINDS: [&'static str; 14] = [
+    pub const KINDS: [&'static str; 15] = [
         "api",
         "pod_refused",
         "foreign_pod",
@@ -174,6 +179,7 @@ impl SyncFailure {
         "conflict",
         "fetch",
         "too_many_versions",
+        "too_many_bytes",
     ];
 }
 
@@ -253,6 +259,7 @@ mod tests {
             SyncFailure::Conflict(String::new()),
             SyncFailure::Fetch(String::new()),
             SyncFailure::TooManyVersions { count: 2, limit: 1 },
+            SyncFailure::TooManyBytes { bytes: 2, limit: 1 },
         ];
         let kinds: Vec<&str> = all.iter().map(SyncFailure::kind).collect();
         assert_eq!(kinds, SyncFailure::KINDS);

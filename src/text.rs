@@ -38,6 +38,52 @@ pub fn tail(s: &str, max: usize) -> String {
     out
 }
 
+/// The most bytes of a condition message or an Event note: no status can outgrow the
+/// object size limit, whatever text a tenant put in it.
+pub const MESSAGE_MAX: usize = 1024;
+
+/// A condition message, Event note or log line that may carry tenant text (option names
+/// and values, runner output, headers): control characters replaced (no terminal escape
+/// reaches a status, `status` output or a log) and cut with `…` to [`MESSAGE_MAX`] bytes.
+pub fn message(s: &str) -> String {
+    clean(s, MESSAGE_MAX)
+}
+
+/// `s` with control characters replaced (line breaks and tabs by a space, the rest by
+/// `�`, bidirectional overrides too) and cut, on a character boundary, to at most `max`
+/// bytes, `…` included.
+pub fn clean(s: &str, max: usize) -> String {
+    const CUT: char = '…';
+    let mut out = String::with_capacity(s.len().min(max.saturating_add(4)));
+    for c in s.chars() {
+        // Past the bound: it will be cut; the rest of a long text is not even read.
+        if out.len() > max {
+            break;
+        }
+        out.push(match c {
+            '\n' | '\r' | '\t' => ' ',
+            c if c.is_control()
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') =>
+            {
+                '\u{fffd}'
+            }
+            c => c,
+        });
+    }
+    if out.len() <= max {
+        return out;
+    }
+    let mut end = max.saturating_sub(CUT.len_utf8());
+    while !out.is_char_boundary(end) {
+        end = end.saturating_sub(1);
+    }
+    out.truncate(end);
+    if out.len().saturating_add(CUT.len_utf8()) <= max {
+        out.push(CUT);
+    }
+    out
+}
+
 /// The most items a list in a message names.
 pub const LIST_MAX: usize = 10;
 
@@ -56,6 +102,28 @@ pub fn list<S: AsRef<str>>(items: &[S], separator: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_lose_control_characters_and_stay_within_1024_bytes() {
+        assert_eq!(
+            clean("a\u{1b}[31mred\u{7}\nb\tc", 100),
+            "a\u{fffd}[31mred\u{fffd} b c"
+        );
+        assert_eq!(clean("\u{9b}x\u{202e}y", 100), "\u{fffd}x\u{fffd}y");
+        assert_eq!(message("short"), "short");
+        let long = message(&"é".repeat(300 * 1024));
+        assert!(long.len() <= MESSAGE_MAX, "{}", long.len());
+        assert!(long.ends_with("é…"), "{long}");
+        assert_eq!(clean("abcdef", 6), "abcdef");
+        assert_eq!(clean("abcdefg", 6), "abc…");
+        for max in 0..10 {
+            let c = clean("€€€€€", max);
+            assert!(c.len() <= max, "{max}: {c:?}");
+        }
+        // Exactly at the bound after replacements: kept whole.
+        let at = "\u{1b}".repeat(MESSAGE_MAX / 3);
+        assert_eq!(message(&at).chars().count(), MESSAGE_MAX / 3);
+    }
 
     #[test]
     fn head_keeps_whole_characters_within_the_bound() {

@@ -296,3 +296,194 @@ fn bound_flags_out_of_range_are_a_usage_error() {
         assert!(stderr.contains(message), "{flags:?}: {stderr}");
     }
 }
+
+/// `kubectl apply` of one channel from JSON (YAML's superset), as a tenant would; its
+/// stderr when it refuses.
+fn kubectl_apply(t: &TestNs, channel: &Value) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .args(["apply", "-n", &t.ns, "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl (eval \"$(scripts/cluster env)\")");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(channel.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn channel_object(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+        "metadata": {"name": name}, "spec": spec
+    })
+}
+
+#[tokio::test]
+async fn a_100_character_channel_name_is_refused_at_apply() {
+    let t = TestNs::new("long-name").await;
+    let name = "a".repeat(100);
+    let message = try_create(&t, &name, &synced_spec()).await.unwrap_err();
+    assert!(message.contains("at most 63 characters"), "{message}");
+    // 63 is a label value's limit, and allowed.
+    try_create(&t, &"b".repeat(63), &synced_spec())
+        .await
+        .unwrap();
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_unknown_option_key_or_an_option_of_another_type_is_refused_at_kubectl_apply() {
+    let t = TestNs::new("unknown-options").await;
+    install_crds(&t.client).await;
+    let mut spec = synced_spec();
+    spec["options"]["imagePullPolicyy"] = json!("Never");
+    let err = kubectl_apply(&t, &channel_object("typo", spec)).unwrap_err();
+    assert!(
+        err.contains("unknown field \"spec.options.imagePullPolicyy\""),
+        "{err}"
+    );
+    let mut spec = synced_spec();
+    spec["upgradeContainer"] = json!({"image": "u", "imagee": "v"});
+    let err = kubectl_apply(&t, &channel_object("typo2", spec)).unwrap_err();
+    assert!(
+        err.contains("unknown field \"spec.upgradeContainer.imagee\""),
+        "{err}"
+    );
+    let json_with_image = json!({"type": "json", "options": {"uri": "https://x", "image": "i"}});
+    let err = kubectl_apply(&t, &channel_object("mixed", json_with_image)).unwrap_err();
+    assert!(
+        err.contains("spec.options of a json channel takes only: uri, timeout"),
+        "{err}"
+    );
+    let mut spec = synced_spec();
+    spec["registry"] = json!("r".repeat(513));
+    let err = kubectl_apply(&t, &channel_object("long-registry", spec)).unwrap_err();
+    assert!(err.contains("spec.registry: Too long"), "{err}");
+    kubectl_apply(&t, &channel_object("fine", synced_spec())).unwrap();
+    t.cleanup().await;
+}
+
+/// The object whose LIST once stopped the operator: 130 levels below `upgradeContainer`,
+/// past the 128 that the client's decoder reads. Created as a client that skips strict
+/// field validation: the API server prunes what the schema does not know.
+#[tokio::test]
+async fn a_130_deep_upgrade_container_is_pruned_and_the_channel_list_still_decodes() {
+    let t = TestNs::new("deep-upgrade-container").await;
+    let mut deep = json!(1);
+    for _ in 0..130 {
+        deep = json!({"a": deep});
+    }
+    let mut spec = synced_spec();
+    spec["upgradeContainer"] =
+        json!({"image": "u", "securityContext": {"privileged": false, "a": deep}});
+    let mut mixed = synced_spec();
+    mixed["upgradeContainer"] = json!({"image": "u", "x": deep});
+    for (name, spec) in [("deep", spec), ("deep-top", mixed)] {
+        try_create(&t, name, &spec).await.unwrap();
+    }
+    // The typed LIST the operator's watch makes decodes, and shows what was kept.
+    let list = t.channels().list(&Default::default()).await.unwrap();
+    let kept: Vec<Value> = list
+        .items
+        .iter()
+        .map(|c| serde_json::to_value(&c.spec.upgrade_container).unwrap())
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            json!({"image": "u", "securityContext": {"privileged": false}}),
+            json!({"image": "u"})
+        ]
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_400_kib_upgrade_container_is_invalid_configuration_and_writes_nothing() {
+    let mut t = TestNs::new("big-upgrade-container").await;
+    t.start_operator(&[]);
+    let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1"), ("b", "v2")])));
+    // Each argument within what the schema allows, 400 KiB together.
+    spec["upgradeContainer"] = json!({"image": "u", "args": vec!["x".repeat(50 * 1024); 8]});
+    t.create_channel("big", spec).await;
+    let ch = t.wait_ready("big", "InvalidConfiguration", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with("spec.upgradeContainer: ")
+            && message.contains("more than the 64 KiB an upgradeContainer may have"),
+        "{message}"
+    );
+    assert!(message.len() <= 1024, "{}", message.len());
+    assert_eq!(t.pods_created(), 0);
+    assert_eq!(t.version_names().await, Vec::<String>::new());
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_runner_with_capabilities_drop_empty_still_drops_all_and_its_volume_is_bounded() {
+    let mut t = TestNs::new("drop-empty").await;
+    t.start_operator(&[]);
+    // A few seconds of runner, so the pod is still there to be read.
+    let data = write_script(&channel_data(&[("a", "v1")]));
+    let mut spec = custom_spec(&format!("sleep 5; {data}"));
+    spec["options"]["securityContext"] = json!({"capabilities": {"drop": []}});
+    t.create_channel("nodrop", spec).await;
+    let pod = t
+        .eventually("the syncer pod", SYNC, || async {
+            t.pods().get_opt("nodrop").await.unwrap()
+        })
+        .await;
+    let pod = serde_json::to_value(pod).unwrap();
+    let runner = &pod["spec"]["initContainers"][0];
+    assert_eq!(
+        runner["securityContext"]["capabilities"],
+        json!({"drop": ["ALL"]}),
+        "{runner}"
+    );
+    // Twice the default --max-output-bytes (16Mi).
+    assert_eq!(
+        pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"],
+        json!("33554432"),
+        "{}",
+        pod["spec"]["volumes"]
+    );
+    t.wait_ready("nodrop", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_mount_path_of_usr_local_bin_is_invalid_configuration_and_no_pod_runs() {
+    let mut t = TestNs::new("mount-display").await;
+    t.start_operator(&[]);
+    for (name, path) in [("display-dir", "/usr/local/bin"), ("etc", "/etc")] {
+        let mut spec = synced_spec();
+        spec["options"]["mountPath"] = json!(path);
+        spec["options"]["outputFile"] = json!(format!("{path}/data"));
+        t.create_channel(name, spec).await;
+    }
+    let ch = t
+        .wait_ready("display-dir", "InvalidConfiguration", SYNC)
+        .await;
+    assert!(
+        ready_message(&ch)
+            .contains("would cover /usr/local/bin, where the syncer pod's display binary lives"),
+        "{}",
+        ready_message(&ch)
+    );
+    let ch = t.wait_ready("etc", "InvalidConfiguration", SYNC).await;
+    assert!(
+        ready_message(&ch).contains("would cover the system directory /etc"),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}

@@ -1159,3 +1159,135 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
         failed.join("\n")
     );
 }
+
+/// A tenant who may create channels but not read the namespace's Secrets, impersonated:
+/// the chart's ValidatingAdmissionPolicy refuses a channel whose runner references a
+/// Secret (`env[].valueFrom.secretKeyRef`, `envFrom[].secretRef`) unless its author may
+/// `get` it. Only the policy is installed (rendered from the chart), not the operator.
+#[test]
+fn a_channel_referencing_a_secret_its_author_may_not_get_is_refused_by_the_charts_policy() {
+    let ns = unique("secret-policy");
+    let release = unique("vap");
+    run(kubectl().args(["create", "namespace", &ns]));
+    // Cluster-wide objects and the namespace go, whatever happens.
+    struct Cleanup(String, String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let name = format!("{}-rancheros-operator-secret-references", self.1);
+            let _ = output(kubectl().args([
+                "delete",
+                "validatingadmissionpolicybinding,validatingadmissionpolicy",
+                &name,
+                "--ignore-not-found",
+            ]));
+            let _ = output(kubectl().args(["delete", "namespace", &self.0, "--wait=false"]));
+        }
+    }
+    let _cleanup = Cleanup(ns.clone(), release.clone());
+    run(kubectl()
+        .args(["apply", "--server-side", "--force-conflicts", "-f"])
+        .arg(root().join("crds")));
+    let policy = run(command("helm")
+        .args(["template", &release])
+        .arg(chart_dir())
+        .args(["--show-only", "templates/secret-policy.yaml"])
+        .args(["--set", &format!("operator.namespaces={{{ns}}}")]));
+    kubectl_apply(&policy);
+    kubectl_apply(&format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: token, namespace: {ns}}}
+stringData: {{token: s3cret}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: channels, namespace: {ns}}}
+rules:
+  - apiGroups: [rancheros.cattle.io]
+    resources: [managedosversionchannels]
+    verbs: [get, list, create, update, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: channels, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: channels}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: tenant}}
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: secret-reader}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: secrets, namespace: {ns}}}
+rules:
+  - {{apiGroups: [""], resources: [secrets], verbs: [get]}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: secrets, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: secrets}}
+subjects:
+  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: secret-reader}}
+"#
+    ));
+    let channel = |name: &str, options: &str| {
+        format!(
+            "apiVersion: rancheros.cattle.io/v1\nkind: ManagedOSVersionChannel\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{type: custom, options: {{image: runner, {options}}}}}\n"
+        )
+    };
+    let env = "env: [{name: TOKEN, valueFrom: {secretKeyRef: {name: token, key: token}}}]";
+    let env_from = "envFrom: [{secretRef: {name: token}}]";
+    let apply_as = |user: &str, yaml: &str, dry_run: bool| {
+        let mut cmd = kubectl();
+        cmd.args(["apply", "--as", user, "-f", "-"]);
+        if dry_run {
+            cmd.arg("--dry-run=server");
+        }
+        run_with_stdin(cmd, yaml)
+    };
+    const REFUSED: &str = "spec.options references Secrets (token) and tenant may not get them all: the runner could read them";
+    // A new policy takes effect within seconds: dry runs until it refuses.
+    wait_for(
+        "the policy to refuse",
+        Duration::from_secs(30),
+        String::new,
+        || {
+            let out = apply_as("tenant", &channel("env", env), true);
+            String::from_utf8_lossy(&out.stderr)
+                .contains(REFUSED)
+                .then_some(())
+        },
+    );
+    for (name, options) in [("env", env), ("env-from", env_from)] {
+        let out = apply_as("tenant", &channel(name, options), false);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(REFUSED),
+            "{name}: {stderr}"
+        );
+        let out = apply_as("secret-reader", &channel(name, options), false);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Without a Secret reference the tenant's channel is admitted; every spec change is
+    // checked again, so the tenant cannot edit a reader's channel that references one.
+    let out = apply_as("tenant", &channel("plain", "args: [x]"), false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = apply_as(
+        "tenant",
+        &channel("env", &format!("{env}, args: [changed]")),
+        false,
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(REFUSED),
+        "{stderr}"
+    );
+}

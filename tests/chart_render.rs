@@ -243,10 +243,14 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
         );
     }
     for doc in &docs {
-        if doc["kind"] != "CustomResourceDefinition"
-            && doc["kind"] != "ClusterRole"
-            && doc["kind"] != "ClusterRoleBinding"
-        {
+        let cluster_scoped = [
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ];
+        if !cluster_scoped.contains(&doc["kind"].as_str().unwrap_or_default()) {
             assert_eq!(doc["metadata"]["namespace"], "ops", "{doc:#}");
         }
     }

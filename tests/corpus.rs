@@ -111,10 +111,15 @@ fn generated_cases() -> Vec<Case> {
             )
             .into(),
         ),
-        // The array, the item, spec and spec.metadata are 4 of the 127 levels allowed.
+        // The array, the item, spec and spec.metadata are 4 of the 32 levels channel data
+        // may have (and of the 127 the parser reads).
         (
             "gen-deep-nesting-at-the-limit",
-            format!("[{}]", item("\"a\"", &nest(123))).into(),
+            format!("[{}]", item("\"a\"", &nest(28))).into(),
+        ),
+        (
+            "gen-deep-nesting-over-32",
+            format!("[{}]", item("\"a\"", &nest(29))).into(),
         ),
         (
             "gen-deep-nesting-over-the-limit",

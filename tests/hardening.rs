@@ -775,3 +775,40 @@ async fn a_leader_that_cannot_renew_its_lease_stops_before_the_lease_can_expire(
     policy.delete(&t).await;
     t.cleanup().await;
 }
+
+/// A runner that prints terminal escape sequences (clear screen, colours, a title change)
+/// and fails: its output reaches the Ready message and the `status` table as text, with
+/// no ESC byte, and the message stays within 1,024 bytes.
+#[tokio::test]
+async fn a_runner_printing_terminal_escapes_leaves_no_esc_byte_in_ready_or_the_status_table() {
+    let mut t = TestNs::new("escapes").await;
+    t.start_operator(&[]);
+    let script = r#"head -c 4000 /dev/zero | tr '\0' x; printf '\033[2J\033]0;owned\007\033[31mred\r\n'; exit 3"#;
+    t.create_channel("esc", custom_spec(script)).await;
+    let ch = t.wait_ready("esc", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(message.contains("red"), "{message}");
+    assert!(!message.chars().any(char::is_control), "{message:?}");
+    assert!(message.len() <= 1024, "{}", message.len());
+    let stalled_or_ready = ch.status.as_ref().unwrap().conditions.iter();
+    for c in stalled_or_ready {
+        assert!(
+            !c.message.contains('\u{1b}'),
+            "{}: {:?}",
+            c.type_,
+            c.message
+        );
+    }
+    for wide in [false, true] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rancheros-operator"));
+        cmd.args(["status", "-n", &t.ns]);
+        if wide {
+            cmd.args(["-o", "json"]);
+        }
+        let out = cmd.output().unwrap();
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains("esc"), "{table}");
+        assert!(!table.contains('\u{1b}'), "{table:?}");
+    }
+    t.cleanup().await;
+}

@@ -91,3 +91,28 @@ async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
     );
     t.cleanup().await;
 }
+
+/// 200 versions whose channel-wide upgradeContainer (within its 64 KiB) is copied into
+/// each: some 12 MiB of writes from a few KiB of data, past the operator's 1 MiB bound.
+#[tokio::test]
+async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
+    let mut t = TestNs::new("max-write-bytes").await;
+    t.start_operator(&["--max-sync-write-bytes=1Mi"]);
+    let mut spec = custom_spec(&write_script(&data_of(&numbered(200))));
+    spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["x".repeat(60 * 1024)]});
+    t.create_channel("ch", spec.clone()).await;
+    let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with("the sync would write ")
+            && message.contains("more than the 1048576 one sync may write (--max-sync-write-bytes); nothing was changed"),
+        "{message}"
+    );
+    assert_eq!(t.version_names().await, Vec::<String>::new());
+    // Without the big container, the same versions fit.
+    spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["short"]});
+    t.patch_spec("ch", spec).await;
+    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
+    assert_eq!(t.version_names().await.len(), 200);
+    t.cleanup().await;
+}

@@ -15,6 +15,7 @@
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
 mod checker;
+mod depth;
 mod locate;
 mod names;
 mod read;
@@ -29,6 +30,7 @@ use serde_json::Value;
 
 use crate::api::ManagedOSVersionSpec;
 
+pub use depth::MAX_DEPTH;
 pub use names::dns1123_subdomain_problem;
 
 /// The API server refuses objects much above 1 MiB (etcd's limit is 1.5 MiB).

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::checker::Checker;
 use super::names::{dns1123_subdomain_problem, label_value_problem, qualified_name_problem};
-use super::{ChannelVersion, MAX_ANNOTATIONS_BYTES, MAX_ITEM_BYTES, Segment, key};
+use super::{ChannelVersion, MAX_ANNOTATIONS_BYTES, MAX_DEPTH, MAX_ITEM_BYTES, Segment, key};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionSpec, NO_LONGER_IN_SYNC_ANNOTATION};
 
 /// Metadata keys a channel item may carry that are copied to the version.
@@ -43,6 +43,16 @@ impl Checker {
             p.extend(rest.iter().map(|k| key(k)));
             p
         };
+        let mut deep = vec![Segment::Index(i)];
+        if super::depth::too_deep(&item, 2, &mut deep) {
+            self.error(
+                deep,
+                format!(
+                    "nested deeper than {MAX_DEPTH} levels of arrays and objects (the top-level array counts as one)"
+                ),
+            );
+            return None;
+        }
         let Value::Object(mut obj) = item else {
             self.error(
                 at(&[]),
@@ -296,7 +306,11 @@ impl Checker {
         let metadata = object(self, "metadata", &mut spec);
         // A metadata of the wrong type was reported already: no need to say what it lacks.
         let metadata_reported = self.errors > errors_before_metadata;
-        let upgrade_container = object(self, "upgradeContainer", &mut spec);
+        let upgrade_container = object(self, "upgradeContainer", &mut spec).and_then(|c| {
+            crate::schema::typed_upgrade_container(&c)
+                .map_err(|why| self.error(at("upgradeContainer"), why))
+                .ok()
+        });
         let required = match type_.as_str() {
             "container" => Some("upgradeImage"),
             "iso" => Some("uri"),

@@ -306,3 +306,53 @@ fn error_summary_counts_the_rest() {
 }
 
 mod redaction;
+
+/// A version whose `spec.metadata.x` holds `levels` nested arrays.
+fn nested_version(levels: usize) -> String {
+    format!(
+        r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"iso","metadata":{{"uri":"u","x":{}1{}}}}}}}]"#,
+        "[".repeat(levels),
+        "]".repeat(levels)
+    )
+}
+
+#[test]
+fn data_nested_deeper_than_32_levels_is_invalid_naming_the_path() {
+    // Top-level array, item, spec, metadata: four levels before `x`.
+    assert_eq!(errors(&nested_version(MAX_DEPTH - 4)), Vec::<String>::new());
+    let errs = errors(&nested_version(MAX_DEPTH - 3));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    let want = format!("[0].spec.metadata.x{}@", "[0]".repeat(MAX_DEPTH - 4));
+    assert!(errs[0].starts_with(&want), "{errs:?}");
+    assert!(errs[0].contains("nested deeper than 32 levels"), "{errs:?}");
+    // 120 levels: still this rule, not the parser's limit.
+    let errs = errors(&nested_version(120));
+    assert!(errs[0].contains("nested deeper than 32 levels"), "{errs:?}");
+    assert!(parse(nested_version(120).as_bytes()).is_err());
+}
+
+#[test]
+fn an_upgrade_container_in_the_data_is_typed_and_bounded() {
+    let with = |c: &str| {
+        format!(
+            r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"iso","metadata":{{"uri":"u"}},"upgradeContainer":{c}}}}}]"#
+        )
+    };
+    let errs = errors(&with(r#"{"image":"u","nested":{"a":1}}"#));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with("[0].spec.upgradeContainer@"),
+        "{errs:?}"
+    );
+    assert!(errs[0].contains("unknown field `nested`"), "{errs:?}");
+    let big = with(&format!(r#"{{"args":["{}"]}}"#, "x".repeat(400 * 1024)));
+    let errs = errors(&big);
+    assert!(errs[0].contains("more than the 64 KiB"), "{errs:?}");
+    let ok =
+        parse(with(r#"{"image":"u","securityContext":{"privileged":false,"zz":1}}"#).as_bytes())
+            .unwrap();
+    assert_eq!(
+        Value::Object(ok.versions[0].spec.upgrade_container.clone().unwrap()),
+        serde_json::json!({"image": "u", "securityContext": {"privileged": false}})
+    );
+}

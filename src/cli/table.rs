@@ -56,7 +56,7 @@ pub fn row_of(v: &ChannelView, now: Timestamp) -> [String; 9] {
         next,
         v.message
             .as_deref()
-            .map_or_else(dash, |m| text::head(m, MESSAGE_MAX)),
+            .map_or_else(dash, |m| text::clean(m, MESSAGE_MAX)),
     ]
 }
 
@@ -103,7 +103,7 @@ pub fn short_revision(revision: &str) -> String {
             .collect();
         return format!("sha256:{hex}");
     }
-    text::head(revision.trim_matches('"'), REVISION_MAX)
+    text::clean(revision.trim_matches('"'), REVISION_MAX)
 }
 
 /// How long ago `t` was, if it is in the past.
@@ -189,7 +189,7 @@ mod tests {
             lines,
             [
                 "NAMESPACE       NAME     READY     REASON         VERSIONS   REVISION              LAST SYNC   NEXT SYNC   MESSAGE",
-                "a-team          broken   False     FailedToSync   -          -                     -           syncing     syncing: syncer pod broken started; last outcome: the runner exited w...",
+                "a-team          broken   False     FailedToSync   -          -                     -           syncing     syncing: syncer pod broken started; last outcome: the runner exited w…",
                 "a-team          new      Unknown   -              -          -                     -           -           -",
                 "fleet-default   stable   True      Synchronized   2          sha256:0123456789ab   5m ago      in 55m      synchronized 2 versions (no changes)",
             ]
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(short_revision("\"33a64df5\""), "33a64df5");
         assert_eq!(
             short_revision("Wed, 21 Oct 2015 07:28:00 GMT"),
-            "Wed, 21 Oct 2015 07:2..."
+            "Wed, 21 Oct 2015 07:2…"
         );
     }
 

@@ -10,11 +10,14 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::{Map, Value};
 
+mod paths;
 mod privilege;
+pub use paths::DISPLAY_BIN_DIR;
+use paths::{QUOTE_BYTES, clean_path, mount_path_problem, quote};
 pub use privilege::runner_privilege;
 
 use crate::api::ManagedOSVersionChannelSpec;
-use crate::duration;
+use crate::{duration, schema};
 
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MOUNT_PATH: &str = "/data";
@@ -128,24 +131,6 @@ pub struct JsonOptions {
     pub timeout: Duration,
 }
 
-const CUSTOM_KEYS: [&str; 14] = [
-    "image",
-    "command",
-    "args",
-    "env",
-    "envFrom",
-    "securityContext",
-    "resources",
-    "imagePullSecrets",
-    "imagePullPolicy",
-    "nodeSelector",
-    "tolerations",
-    "mountPath",
-    "outputFile",
-    "timeout",
-];
-const JSON_KEYS: [&str; 2] = ["uri", "timeout"];
-
 /// Whether syncing is on; read apart from the rest so a disabled channel with an invalid
 /// spec is still handled as disabled.
 pub fn enabled(spec: &ManagedOSVersionChannelSpec) -> bool {
@@ -170,7 +155,8 @@ pub fn resolve(
         "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
         other => {
             return Err(format!(
-                "spec.type: {other:?} is not a channel type; use \"custom\" or \"json\""
+                "spec.type: {} is not a channel type; use \"custom\" or \"json\"",
+                quote(other)
             ));
         }
     };
@@ -180,12 +166,27 @@ pub fn resolve(
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .map(str::to_string);
+    if let Some(r) = &registry
+        && r.len() > schema::MAX_REGISTRY_BYTES
+    {
+        return Err(format!(
+            "spec.registry: {} bytes, more than the {} a registry may have",
+            r.len(),
+            schema::MAX_REGISTRY_BYTES
+        ));
+    }
+    let upgrade_container = spec
+        .upgrade_container
+        .as_ref()
+        .map(schema::typed_upgrade_container)
+        .transpose()
+        .map_err(|why| format!("spec.upgradeContainer: {why}"))?;
     Ok(ChannelConfig {
         source,
         sync_interval,
         delete_no_longer_in_sync: spec.delete_no_longer_in_sync_versions.unwrap_or(false),
         registry,
-        upgrade_container: spec.upgrade_container.clone(),
+        upgrade_container,
     })
 }
 
@@ -212,7 +213,8 @@ fn unknown_keys(options: &Map<String, Value>, known: &[&str], type_: &str) -> Re
     match options.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(k) => Err(format!(
-            "spec.options.{k}: not an option of a {type_} channel (known: {})",
+            "spec.options.{}: not an option of a {type_} channel (known: {})",
+            crate::text::clean(k, QUOTE_BYTES),
             known.join(", ")
         )),
     }
@@ -233,9 +235,10 @@ fn typed<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, String> {
     match options.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
-            .map(Some)
-            .map_err(|e| format!("spec.options.{key}: must be {what}: {e}")),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+            let e = crate::text::clean(&e.to_string(), QUOTE_BYTES);
+            format!("spec.options.{key}: must be {what}: {e}")
+        }),
     }
 }
 
@@ -279,7 +282,7 @@ fn security_context(
 }
 
 fn custom_options(options: &Map<String, Value>, limits: &Limits) -> Result<CustomOptions, String> {
-    unknown_keys(options, &CUSTOM_KEYS, "custom")?;
+    unknown_keys(options, schema::options_of("custom"), "custom")?;
     let image = string(options, "image")?
         .filter(|i| !i.trim().is_empty())
         .ok_or("spec.options.image: required for a custom channel: the image that prints the channel data")?;
@@ -289,6 +292,12 @@ fn custom_options(options: &Map<String, Value>, limits: &Limits) -> Result<Custo
         .ok_or_else(|| {
             format!("spec.options.mountPath: {mount_path:?} must be an absolute path below /")
         })?;
+    if let Some(why) = mount_path_problem(&mount_path) {
+        return Err(format!(
+            "spec.options.mountPath: {}: {why}",
+            quote(&mount_path)
+        ));
+    }
     let output_file = match string(options, "outputFile")? {
         None => format!("{mount_path}/output"),
         Some(file) => {
@@ -327,7 +336,8 @@ fn pull_policy(options: &Map<String, Value>) -> Result<Option<String>, String> {
         None => Ok(None),
         Some(p) if ["Always", "IfNotPresent", "Never"].contains(&p.as_str()) => Ok(Some(p)),
         Some(p) => Err(format!(
-            "spec.options.imagePullPolicy: {p:?} is not a pull policy; use Always, IfNotPresent or Never"
+            "spec.options.imagePullPolicy: {} is not a pull policy; use Always, IfNotPresent or Never",
+            quote(&p)
         )),
     }
 }
@@ -351,7 +361,7 @@ impl CustomOptions {
 }
 
 fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOptions, String> {
-    unknown_keys(options, &JSON_KEYS, "json")?;
+    unknown_keys(options, schema::options_of("json"), "json")?;
     let uri = string(options, "uri")?
         .filter(|u| !u.trim().is_empty())
         .ok_or("spec.options.uri: required for a json channel: the http or https URL of the channel data")?;
@@ -376,25 +386,6 @@ fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOpt
         timeout: timeout(options, limits)?
             .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
     })
-}
-
-/// Normalises an absolute path (`.`, `..`, repeated and trailing `/`); `None` when relative
-/// or when `..` climbs above the root.
-fn clean_path(path: &str) -> Option<String> {
-    if !path.starts_with('/') {
-        return None;
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(format!("/{}", parts.join("/")))
 }
 
 #[cfg(test)]

@@ -322,3 +322,102 @@ fn limits_out_of_range_are_named() {
             .starts_with("--min-sync-interval 0s")
     );
 }
+
+#[test]
+fn a_large_or_unknown_upgrade_container_or_long_registry_is_invalid() {
+    let big = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "upgradeContainer": {"args": ["x".repeat(400 * 1024)]}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(big.starts_with("spec.upgradeContainer: 4096"), "{big}");
+    assert!(big.contains("64 KiB"), "{big}");
+    let unknown = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "upgradeContainer": {"nested": {"a": {"b": 1}}}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(unknown.contains("unknown field `nested`"), "{unknown}");
+    let registry = resolve(
+        &spec(json!({"type": "json", "options": {"uri": "https://x"},
+            "registry": "r".repeat(513)})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        registry,
+        "spec.registry: 513 bytes, more than the 512 a registry may have"
+    );
+    assert!(
+        resolve(
+            &spec(json!({"type": "json", "options": {"uri": "https://x"},
+                "registry": "r".repeat(512), "upgradeContainer": {"image": "u"}})),
+            &Limits::default(),
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn a_300_kib_pull_policy_or_type_is_quoted_short_without_control_characters() {
+    let policy = format!("\u{1b}[2J{}", "A".repeat(300 * 1024));
+    let err = resolve(
+        &spec(json!({"type": "custom", "options": {"image": "i", "imagePullPolicy": policy}})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(err.len() < 400, "{}", err.len());
+    assert!(!err.contains('\u{1b}'), "{err}");
+    assert!(
+        err.ends_with("…\" is not a pull policy; use Always, IfNotPresent or Never"),
+        "{err}"
+    );
+    let err = resolve(
+        &spec(json!({"type": "x".repeat(100_000)})),
+        &Limits::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.len() < 400 && err.contains("is not a channel type"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_mount_path_over_display_or_a_system_directory_is_invalid() {
+    let mount = |path: &str| {
+        resolve(
+            &spec(json!({"type": "custom", "options": {"image": "i", "mountPath": path}})),
+            &Limits::default(),
+        )
+    };
+    let err = mount("/usr/local/bin").unwrap_err();
+    assert!(err.starts_with("spec.options.mountPath: \"/usr/local/bin\": would cover /usr/local/bin, where the syncer pod's display binary lives"), "{err}");
+    for path in ["/usr/local", "/usr/local/bin/", "/usr/./local/bin"] {
+        assert!(
+            mount(path).unwrap_err().contains("display binary"),
+            "{path}"
+        );
+    }
+    for path in [
+        "/bin", "/sbin", "/usr", "/usr/bin", "/etc", "/dev", "/proc", "/sys", "/dev/shm", "/proc/1",
+    ] {
+        let err = mount(path).unwrap_err();
+        assert!(
+            err.contains("would cover the system directory"),
+            "{path}: {err}"
+        );
+    }
+    for path in [
+        "/data",
+        "/output",
+        "/usr/local/bin/x",
+        "/etc/channel",
+        "/tmp",
+        "/devices",
+    ] {
+        assert!(mount(path).is_ok(), "{path}");
+    }
+}

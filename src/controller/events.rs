@@ -35,7 +35,7 @@ impl<I: ChannelIo> Context<I> {
         note: &Note,
     ) -> Result<(), kube::Error> {
         let namespace = key.namespace.clone().unwrap_or_default();
-        let text = crate::text::head(&note.message, NOTE_BYTES);
+        let text = crate::text::clean(&note.message, NOTE_BYTES);
         let now = MicroTime(Timestamp::now());
         let repeat = self.with_record(key, uid, |r| {
             r.last_event

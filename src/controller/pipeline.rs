@@ -259,7 +259,10 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             Ok(changes) => changes,
             // The versions are written: the sync succeeded. The pod goes at the next look.
             Err(e) if decision.outcome == Some(Outcome::Synchronized) => {
-                warn!("after a successful sync: {e}");
+                warn!(
+                    "after a successful sync: {}",
+                    crate::text::message(&e.to_string())
+                );
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -302,7 +305,11 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
 
     /// The attempt failed on the API: it is a failed sync like any other.
     async fn failed(&mut self, e: Error) -> Decision {
-        warn!(class = e.class().label(), "sync attempt failed: {e}");
+        warn!(
+            class = e.class().label(),
+            "sync attempt failed: {}",
+            crate::text::message(&e.to_string())
+        );
         self.seen.error = Some(e.to_failure());
         self.counts.observed();
         let mut decision = self.decide();
@@ -366,9 +373,17 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         reference.resource_version = None;
         for note in &decision.events {
             if note.warning {
-                warn!(reason = note.reason, "{}", note.message);
+                warn!(
+                    reason = note.reason,
+                    "{}",
+                    crate::text::message(&note.message)
+                );
             } else {
-                info!(reason = note.reason, "{}", note.message);
+                info!(
+                    reason = note.reason,
+                    "{}",
+                    crate::text::message(&note.message)
+                );
             }
             // An event that cannot be published is not worth failing the sync for.
             if let Err(e) = ctx

@@ -37,6 +37,10 @@ pub struct OperatorArgs {
     /// The most versions one channel may list; more fails the sync.
     #[arg(long, env = "MAX_VERSIONS_PER_CHANNEL", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_versions_per_channel: u32,
+    /// The most bytes of version objects one sync may write (created and updated
+    /// versions, serialised); a larger plan fails the sync with nothing written.
+    #[arg(long, env = "MAX_SYNC_WRITE_BYTES", default_value = "32Mi", value_parser = parse_bytes)]
+    pub max_sync_write_bytes: u64,
     /// A Secret added to every syncer pod's imagePullSecrets, so that the display
     /// container can pull a private operator image (repeatable; it must exist in each
     /// channel's namespace).

@@ -188,6 +188,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         json_cache_bytes: usize::try_from(args.json_cache_bytes).unwrap_or(usize::MAX),
         max_versions_per_channel: usize::try_from(args.max_versions_per_channel)
             .unwrap_or(usize::MAX),
+        max_sync_write_bytes: usize::try_from(args.max_sync_write_bytes).unwrap_or(usize::MAX),
         syncer_image_pull_secrets: distinct_names(&args.syncer_image_pull_secrets),
         max_sync_timeout: args.max_sync_timeout,
         min_sync_interval: args.min_sync_interval,

@@ -5,6 +5,7 @@
 //! what it says. When it needs to see more (a log, the versions) it says so in
 //! [`Decision::needs`] and is asked again with that filled in.
 
+mod budget;
 mod custom;
 mod decision;
 mod json;

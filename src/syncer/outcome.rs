@@ -66,6 +66,11 @@ impl Decider<'_> {
                 return self.failure(SyncFailure::Conflict(conflict), interval, pod);
             }
         };
+        let bytes = budget::write_bytes(&plan.effects);
+        if bytes > self.settings.max_sync_write_bytes {
+            let limit = self.settings.max_sync_write_bytes;
+            return self.failure(SyncFailure::TooManyBytes { bytes, limit }, interval, pod);
+        }
         let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
         let mut events = Vec::new();
         if !parsed.duplicates.is_empty() {

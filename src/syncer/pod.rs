@@ -60,12 +60,33 @@ fn runner_security(user: Option<&SecurityContext>) -> SecurityContext {
     };
     SecurityContext {
         allow_privilege_escalation: user.allow_privilege_escalation.or(escalation),
-        capabilities: user.capabilities.clone().or(base.capabilities),
+        capabilities: Some(drop_all(user.capabilities.as_ref())),
         read_only_root_filesystem: user
             .read_only_root_filesystem
             .or(base.read_only_root_filesystem),
         ..user.clone()
     }
+}
+
+/// The channel's capabilities with `ALL` always dropped: an empty or partial `drop` list
+/// must not give the runner the runtime's defaults (`NET_RAW` among them). Added ones are
+/// kept (refused by `config` unless privileged runners are allowed).
+fn drop_all(user: Option<&Capabilities>) -> Capabilities {
+    let mut drop: Vec<String> = user.and_then(|c| c.drop.clone()).unwrap_or_default();
+    if !drop.iter().any(|d| d == "ALL") {
+        drop.insert(0, "ALL".into());
+    }
+    Capabilities {
+        drop: Some(drop),
+        add: user.and_then(|c| c.add.clone()),
+    }
+}
+
+/// The output volume's `sizeLimit`: twice `--max-output-bytes` (the data, and room for a
+/// runner that writes a temporary copy first), at least 1 MiB. More than the operator
+/// would read anyway; past it the kubelet evicts the pod, which fails the sync.
+pub fn output_size_limit(max_output_bytes: u64) -> Quantity {
+    Quantity(max_output_bytes.saturating_mul(2).max(1 << 20).to_string())
 }
 
 fn quantities(cpu: &str, memory: &str) -> BTreeMap<String, Quantity> {
@@ -140,7 +161,10 @@ pub fn build(
             tolerations: options.tolerations.clone(),
             volumes: Some(vec![Volume {
                 name: VOLUME.into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    size_limit: Some(output_size_limit(settings.max_output_bytes)),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }]),
             init_containers: Some(vec![Container {

@@ -20,6 +20,8 @@ pub struct Settings {
     pub json_cache_bytes: usize,
     /// The most versions one channel may list (`--max-versions-per-channel`).
     pub max_versions_per_channel: usize,
+    /// The most bytes of version objects one sync may write (`--max-sync-write-bytes`).
+    pub max_sync_write_bytes: usize,
     /// Secrets added to every syncer pod's `imagePullSecrets` (the operator image's).
     pub syncer_image_pull_secrets: Vec<String>,
     /// The longest `options.timeout` a channel may ask (`--max-sync-timeout`).
@@ -44,6 +46,7 @@ impl Default for Settings {
             max_concurrent_syncs: 10,
             json_cache_bytes: 16 << 20,
             max_versions_per_channel: 10_000,
+            max_sync_write_bytes: 32 << 20,
             syncer_image_pull_secrets: Vec::new(),
             max_sync_timeout: limits.max_sync_timeout,
             min_sync_interval: limits.min_sync_interval,

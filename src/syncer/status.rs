@@ -44,7 +44,8 @@ pub fn set(
         type_: type_.into(),
         status: status.as_str().into(),
         reason: reason.into(),
-        message,
+        // The one place every condition message passes: bounded, no control characters.
+        message: crate::text::message(&message),
         observed_generation: Some(generation),
         last_transition_time,
     };

@@ -194,3 +194,43 @@ fn waiting_summary_names_the_stuck_container() {
         "runner: ImagePullBackOff: Back-off pulling image \"nope\""
     );
 }
+
+#[test]
+fn the_runner_always_drops_all_and_the_output_volume_has_a_size_limit() {
+    for (caps, want) in [
+        (json!({"drop": []}), json!({"drop": ["ALL"]})),
+        (json!({}), json!({"drop": ["ALL"]})),
+        (
+            json!({"drop": ["NET_RAW"]}),
+            json!({"drop": ["ALL", "NET_RAW"]}),
+        ),
+        (
+            json!({"drop": ["CHOWN"]}),
+            json!({"drop": ["ALL", "CHOWN"]}),
+        ),
+    ] {
+        let pod = build(
+            &channel(),
+            &options(json!({"securityContext": {"capabilities": caps.clone()}})),
+            &settings("op:1"),
+            Duration::from_secs(60),
+        );
+        let pod = serde_json::to_value(pod).unwrap();
+        let runner = &pod["spec"]["initContainers"][0];
+        assert_eq!(runner["securityContext"]["capabilities"], want, "{caps}");
+    }
+    let pod = serde_json::to_value(build(
+        &channel(),
+        &options(json!({})),
+        &settings("op:1"),
+        Duration::from_secs(60),
+    ))
+    .unwrap();
+    let max = settings("op:1").max_output_bytes;
+    assert_eq!(
+        pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"],
+        (2 * max).to_string()
+    );
+    assert_eq!(output_size_limit(10).0, "1048576");
+    assert_eq!(output_size_limit(u64::MAX).0, u64::MAX.to_string());
+}

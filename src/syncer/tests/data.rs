@@ -124,6 +124,46 @@ fn more_versions_than_a_channel_may_list_fail_the_sync() {
 }
 
 #[test]
+fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let log = framed(SAMPLE);
+    let run = |limit: usize| {
+        let settings = Settings {
+            max_sync_write_bytes: limit,
+            ..settings()
+        };
+        decide(
+            &Observation {
+                pod: Some(&pod),
+                display_log: Some(&log),
+                versions: Some(&[]),
+                ..obs(&ch, t(5))
+            },
+            &settings,
+        )
+    };
+    // The two sample versions, as the API server gets them, are a few hundred bytes.
+    let ok = run(4096);
+    assert_eq!(ready(&ok).reason, "Synchronized", "{}", ready(&ok).message);
+    let written = super::super::budget::write_bytes(&ok.effects);
+    assert!((200..4096).contains(&written), "{written}");
+    assert_eq!(ready(&run(written)).reason, "Synchronized");
+    let d = run(written - 1);
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    let want = format!(
+        "the sync would write {written} bytes of versions, more than the {} one sync may write (--max-sync-write-bytes); nothing was changed",
+        written - 1
+    );
+    assert!(
+        ready(&d).message.starts_with(&want),
+        "{}",
+        ready(&d).message
+    );
+}
+
+#[test]
 fn lists_in_messages_name_ten_and_count_the_rest() {
     let items: Vec<String> = (0..30)
         .flat_map(|i| {

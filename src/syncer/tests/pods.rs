@@ -30,7 +30,7 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
                 "terminationGracePeriodSeconds": 10,
                 "activeDeadlineSeconds": 360,
                 "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-                "volumes": [{"name": "channel-data", "emptyDir": {}}],
+                "volumes": [{"name": "channel-data", "emptyDir": {"sizeLimit": "2097152"}}],
                 "initContainers": [{
                     "name": "runner", "image": "runner:1", "imagePullPolicy": "Always",
                     "command": ["/bin/bash", "-c", "--"], "args": ["echo hi > /output/data"],
