@@ -38,6 +38,7 @@ pub mod leader;
 pub mod metrics;
 pub mod operator;
 pub mod probe;
+pub mod registry;
 pub mod stop;
 pub mod syncer;
 pub mod text;

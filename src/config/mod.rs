@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::{Map, Value};
 
+mod oci;
 mod privilege;
+pub use oci::{DEFAULT_PATH, ImageRef, OciOptions, Platform, Reference};
 pub use privilege::runner_privilege;
 
 use crate::api::ManagedOSVersionChannelSpec;
@@ -44,6 +46,8 @@ pub struct Limits {
     /// `--allow-privileged-runners`: runner security contexts that grant more than a
     /// restricted container (see [`runner_privilege`]) are accepted.
     pub allow_privileged_runners: bool,
+    /// `--allow-insecure-registries`: oci channels may set `insecure` (plain HTTP).
+    pub allow_insecure_registries: bool,
 }
 
 impl Default for Limits {
@@ -52,6 +56,7 @@ impl Default for Limits {
             max_sync_timeout: DEFAULT_MAX_SYNC_TIMEOUT,
             min_sync_interval: DEFAULT_MIN_SYNC_INTERVAL,
             allow_privileged_runners: false,
+            allow_insecure_registries: false,
         }
     }
 }
@@ -97,6 +102,7 @@ pub struct ChannelConfig {
 pub enum Source {
     Custom(Box<CustomOptions>),
     Json(JsonOptions),
+    Oci(Box<OciOptions>),
 }
 
 /// `options` of a `custom` channel.
@@ -167,10 +173,11 @@ pub fn resolve(
     let source = match spec.type_.as_str() {
         "custom" => Source::Custom(Box::new(custom_options(options, limits)?)),
         "json" => Source::Json(json_options(options, limits)?),
-        "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
+        "oci" => Source::Oci(Box::new(oci::oci_options(options, limits)?)),
+        "" => return Err("spec.type: required; use \"custom\", \"json\" or \"oci\"".into()),
         other => {
             return Err(format!(
-                "spec.type: {other:?} is not a channel type; use \"custom\" or \"json\""
+                "spec.type: {other:?} is not a channel type; use \"custom\", \"json\" or \"oci\""
             ));
         }
     };
