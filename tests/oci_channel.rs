@@ -548,7 +548,7 @@ fn operator_pid(ns: &str) -> u32 {
         };
         let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.iter().any(|a| *a == b"operator") && args.iter().any(|a| *a == ns.as_bytes()) {
+        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
             return pid;
         }
     }
