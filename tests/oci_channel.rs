@@ -647,3 +647,82 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     );
     t.cleanup().await;
 }
+
+#[tokio::test]
+async fn validate_image_reads_a_channel_image_with_the_operator_rules() {
+    let t = TestNs::new("oci-validate").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    push_channel(
+        &format!("{ns}/good"),
+        "v1",
+        &elemental(&["good-a", "good-b"]),
+    );
+    let bad = json!([{"metadata": {"name": "Bad_Name"}, "spec": {"type": "container"}}]);
+    push_channel(&format!("{ns}/bad"), "v1", &bad);
+    let (u, p) = creds();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+    let auth_file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}-auth.json"));
+    std::fs::write(
+        &auth_file,
+        json!({"auths": {r.clone(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let validate = |image: String, with_auth: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"));
+        c.args([
+            "validate",
+            "--insecure",
+            "--format",
+            "json",
+            "--image",
+            &image,
+        ]);
+        c.env_remove("DOCKER_CONFIG")
+            .env("HOME", "/nonexistent")
+            .env_remove("XDG_RUNTIME_DIR");
+        if with_auth {
+            c.env("REGISTRY_AUTH_FILE", &auth_file);
+        } else {
+            c.env_remove("REGISTRY_AUTH_FILE");
+        }
+        let o = c.output().unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| json!({"stderr": String::from_utf8_lossy(&o.stderr)}));
+        (o.status.code(), doc)
+    };
+    let (code, doc) = validate(format!("{r}/{ns}/good:v1"), true);
+    assert_eq!(code, Some(0), "{doc}");
+    assert_eq!(doc["files"][0]["versions"], 2, "{doc}");
+    assert!(
+        doc["files"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(":/channel.json"),
+        "{doc}"
+    );
+    let (code, doc) = validate(format!("{r}/{ns}/bad:v1"), true);
+    assert_eq!(code, Some(1), "{doc}");
+    let paths: Vec<&str> = doc["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["path"].as_str())
+        .collect();
+    assert!(paths.contains(&"[0].metadata.name"), "{doc}");
+    let (code, doc) = validate(format!("{r}/{ns}/good:v1"), false);
+    assert_eq!(code, Some(1), "{doc}");
+    let why = doc["files"][0]["read_error"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("401 unauthorized for {r}/{ns}/good")),
+        "{why}"
+    );
+    let (code, doc) = validate(format!("{r}/{ns}/good:nope"), true);
+    assert_eq!(code, Some(1));
+    let why = doc["files"][0]["read_error"].as_str().unwrap();
+    assert!(
+        why.ends_with(&format!("manifest unknown {r}/{ns}/good:nope")),
+        "{why}"
+    );
+    t.cleanup().await;
+}
