@@ -292,6 +292,9 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
     let data = elemental(&["sl-micro-6-0-a", "sl-micro-6-0-b"]);
     let digest = push_channel(&repo, "v1", &data);
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let image = format!("{}/{repo}:v1", registry());
     t.create_channel("elemental", oci(&image, json!({}))).await;
@@ -399,6 +402,9 @@ async fn indexes_zstd_layers_and_json_artifacts_are_read() {
     z.push(desc, &format!("{ns}/zstd"), "v1");
     let artifact = push_artifact(&format!("{ns}/artifact"), "v1", &elemental(&["artifact"])).await;
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let r = registry();
     t.create_channel(
@@ -455,6 +461,9 @@ async fn registry_failures_are_named_and_change_nothing() {
     w.push(whiteout.clone(), &format!("{ns}/whiteout"), "v1");
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
     pull_secret(&t, "wrong", &creds().0, "not-the-password").await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let cases = [
         (
@@ -621,6 +630,9 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     );
     l.push(desc, &format!("{ns}/big"), "v1");
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let image = format!("{}/{ns}/big:v1", registry());
     t.create_channel("big", oci(&image, json!({}))).await;
@@ -635,6 +647,7 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     // Under a bound smaller than the layer: refused, naming the flag.
     let mut flags = FLAGS.to_vec();
     flags.push("--max-layer-bytes=64Mi");
+    install_crds(&t.client).await;
     t.start_operator(&flags);
     t.patch_spec("big", json!({"options": {"timeout": "31s"}}))
         .await;
