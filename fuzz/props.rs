@@ -198,11 +198,13 @@ fn limits() -> [config::Limits; 3] {
             max_sync_timeout: config::MAX_DURATION,
             min_sync_interval: Duration::from_secs(1),
             allow_privileged_runners: true,
+            allow_insecure_registries: true,
         },
         config::Limits {
             max_sync_timeout: Duration::from_secs(1),
             min_sync_interval: config::MAX_DURATION,
             allow_privileged_runners: false,
+            allow_insecure_registries: false,
         },
     ]
 }
@@ -242,6 +244,15 @@ fn resolve_and_check_with(spec: &ManagedOSVersionChannelSpec, limits: &config::L
             };
             assert!(scheme("http://") || scheme("https://"), "{c:?}");
             assert_eq!(o.uri.trim(), o.uri, "{c:?}");
+            assert!(
+                o.timeout >= Duration::from_secs(1).min(limits.max_sync_timeout)
+                    && o.timeout <= limits.max_sync_timeout,
+                "{c:?}"
+            );
+        }
+        Source::Oci(o) => {
+            assert!(o.path.starts_with('/') && o.path != "/", "{c:?}");
+            assert!(o.insecure <= limits.allow_insecure_registries, "{c:?}");
             assert!(
                 o.timeout >= Duration::from_secs(1).min(limits.max_sync_timeout)
                     && o.timeout <= limits.max_sync_timeout,
@@ -589,6 +600,7 @@ pub fn syncer_decide(data: &[u8]) {
             Duration::MAX,
         ]),
         allow_privileged_runners: c.flag(),
+        allow_insecure_registries: c.flag(),
     };
     // The pod named after the channel: none, ours (the decision's own shape), or a stranger.
     let pod: Option<Pod> = match c.byte() % 3 {

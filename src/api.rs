@@ -73,8 +73,8 @@ pub mod reason {
 // validation rules); the operator checks it all again and reports the rest in the status.
 #[schemars(extend("x-kubernetes-validations" = [
     {
-        "rule": "has(self.type) && self.type in ['custom', 'json']",
-        "message": "spec.type must be \"custom\" or \"json\"",
+        "rule": "has(self.type) && self.type in ['custom', 'json', 'oci']",
+        "message": "spec.type must be \"custom\", \"json\" or \"oci\"",
         "fieldPath": ".type",
     },
     {
@@ -109,7 +109,8 @@ pub mod reason {
     },
 ]))]
 pub struct ManagedOSVersionChannelSpec {
-    /// `custom` (a container prints the channel data) or `json` (the operator fetches a URL).
+    /// `custom` (a container prints the channel data), `json` (the operator fetches a URL)
+    /// or `oci` (the operator reads a file of an image or artifact in its registry).
     #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 16))]
     pub type_: String,
@@ -207,7 +208,8 @@ pub struct ManagedOSVersionChannelStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_requested_at: Option<String>,
     /// What the last successful sync read: the digest of the runner image that ran
-    /// (custom channels), or the `ETag` (else `Last-Modified`) of the response (json).
+    /// (custom channels), the `ETag` (else `Last-Modified`) of the response (json), or
+    /// `tag@sha256:...` of the image read (oci).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_revision: Option<String>,
     /// When the next sync is due, as of the last finished sync (an on-demand request or a

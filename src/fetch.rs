@@ -56,18 +56,25 @@ pub struct Client {
 impl Client {
     pub fn new(policy: Policy) -> reqwest::Result<Self> {
         let policy = Arc::new(policy);
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("rancheros-operator/", env!("CARGO_PKG_VERSION")))
-            // Through a proxy the address connected to would be the proxy's, and the
-            // proxy would resolve the name: the policy could not see where a request goes.
-            .no_proxy()
-            .dns_resolver(Arc::new(Resolver {
-                policy: policy.clone(),
-            }))
-            .redirect(redirects(policy.clone()))
-            .build()?;
+        let http = guarded(policy.clone()).build()?;
         Ok(Client { http, policy })
     }
+}
+
+/// A client builder held to the egress policy (the json channels' and the oci
+/// registries'): names resolved once and only allowed addresses connected to, redirects
+/// checked at each hop, no proxy. IP literals in a first URL are the caller's to check
+/// ([`check_literal`]).
+pub(crate) fn guarded(policy: Arc<Policy>) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("rancheros-operator/", env!("CARGO_PKG_VERSION")))
+        // Through a proxy the address connected to would be the proxy's, and the
+        // proxy would resolve the name: the policy could not see where a request goes.
+        .no_proxy()
+        .dns_resolver(Arc::new(Resolver {
+            policy: policy.clone(),
+        }))
+        .redirect(redirects(policy))
 }
 
 /// Resolves a name once and hands the connector only the addresses the policy allows.
@@ -113,7 +120,7 @@ fn redirects(policy: Arc<Policy>) -> redirect::Policy {
 
 /// A host that is an IP literal is never resolved, so the resolver cannot check it: this
 /// does (for a name it does nothing).
-fn check_literal(policy: &Policy, url: &reqwest::Url) -> Result<(), Refused> {
+pub(crate) fn check_literal(policy: &Policy, url: &reqwest::Url) -> Result<(), Refused> {
     url.host_str().map_or(Ok(()), |h| policy.check_host(h))
 }
 
@@ -188,7 +195,7 @@ pub async fn get(
 
 /// Why a request failed, in words that carry nothing the server sent: reqwest's own
 /// message names a URL, which after a redirect comes from a server's `Location`.
-fn describe(e: &reqwest::Error, timeout: Duration) -> String {
+pub(crate) fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     if e.is_timeout() {
         return format!("timed out after {}", crate::duration::format(timeout));
     }

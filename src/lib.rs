@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod operator;
 pub mod probe;
 pub mod reference;
+pub mod registry;
 pub mod schema;
 pub mod stop;
 pub mod syncer;

@@ -48,8 +48,25 @@ enum Command {
     /// inputs are valid, 1 when any is invalid or unreadable, 2 on a usage error.
     Validate {
         /// Files to check; `-` reads standard input.
-        #[arg(value_name = "FILE|-", required = true)]
+        #[arg(value_name = "FILE|-", required_unless_present = "images")]
         files: Vec<PathBuf>,
+        /// A channel image or artifact to check (repo:tag or repo@sha256:...; repeatable),
+        /// read as the operator reads an oci channel. Credentials: $REGISTRY_AUTH_FILE,
+        /// the Podman or Docker login file.
+        #[arg(long = "image", value_name = "REF")]
+        images: Vec<String>,
+        /// The file read from --image (default /channel.json).
+        #[arg(long, requires = "images")]
+        path: Option<String>,
+        /// The platform picked from an image index (default linux/<this machine's arch>).
+        #[arg(long, requires = "images")]
+        platform: Option<String>,
+        /// Reach the --image registry over plain HTTP.
+        #[arg(long, requires = "images")]
+        insecure: bool,
+        /// A PEM file the --image registry's certificate chains to.
+        #[arg(long, requires = "images")]
+        ca_file: Option<PathBuf>,
         /// `text` for people (like a compiler's diagnostics), `json` for tools (see docs/validate.md).
         #[arg(long, value_enum, default_value = "text")]
         format: validate::Format,
@@ -157,7 +174,15 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             let rt = current_thread()?;
             rt.block_on(display::run(&file))?;
         }
-        Command::Validate { files, format } => {
+        Command::Validate {
+            files,
+            format,
+            images,
+            path,
+            platform,
+            insecure,
+            ca_file,
+        } => {
             if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
                 clap::Error::raw(
                     clap::error::ErrorKind::ArgumentConflict,
@@ -166,7 +191,28 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 .exit();
             }
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            let valid = validate::run(&files, format, &mut out, &mut std::io::stderr())
+            let options = validate::image::ImageOptions {
+                path,
+                platform,
+                insecure,
+                ca_file,
+                timeout: std::time::Duration::from_secs(60),
+                max_output_bytes: 16 << 20,
+                max_layer_bytes: 512 << 20,
+            };
+            let pulled = if images.is_empty() {
+                Vec::new()
+            } else {
+                let rt = runtime()?;
+                rt.block_on(async {
+                    let mut reports = Vec::new();
+                    for image in &images {
+                        reports.push(validate::image::check(image, &options).await);
+                    }
+                    reports
+                })
+            };
+            let valid = validate::run(pulled, &files, format, &mut out, &mut std::io::stderr())
                 .wrap_err("cannot write the report")?;
             if !valid {
                 return Ok(ExitCode::from(1));

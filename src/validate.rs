@@ -12,6 +12,8 @@ use serde::Serialize;
 
 use crate::channel::{self, Diagnostic, Severity};
 
+pub mod image;
+
 /// Version of the `--format json` document; bumped only on incompatible changes.
 pub const JSON_SCHEMA: u32 = 1;
 
@@ -56,16 +58,24 @@ pub fn check_input(name: &Path) -> FileReport {
     };
     match read {
         Ok(data) => report(&display_name, data),
-        Err(e) => FileReport {
-            read_error: Some(format!("cannot read {display_name}: {}", io_reason(&e))),
-            file: display_name,
-            valid: false,
-            versions: 0,
-            errors: 0,
-            warnings: 0,
-            diagnostics: Vec::new(),
-            source: Vec::new(),
-        },
+        Err(e) => {
+            let why = format!("cannot read {display_name}: {}", io_reason(&e));
+            unreadable(&display_name, why)
+        }
+    }
+}
+
+/// The report of an input that could not be read (it was not checked).
+pub fn unreadable(name: &str, why: String) -> FileReport {
+    FileReport {
+        read_error: Some(why),
+        file: name.to_string(),
+        valid: false,
+        versions: 0,
+        errors: 0,
+        warnings: 0,
+        diagnostics: Vec::new(),
+        source: Vec::new(),
     }
 }
 
@@ -116,6 +126,7 @@ struct JsonDoc<'a> {
 /// input is in memory at a time), json as one document at the end. Unreadable inputs are
 /// also reported on `err` in text mode. Returns whether all inputs are valid.
 pub fn run(
+    images: Vec<FileReport>,
     inputs: &[impl AsRef<Path>],
     format: Format,
     out: &mut impl Write,
@@ -124,8 +135,9 @@ pub fn run(
     let mut all_valid = true;
     let mut kept = Vec::new();
     let (mut valid_files, mut invalid_files) = (0usize, 0usize);
-    for input in inputs {
-        let mut r = check_input(input.as_ref());
+    let count = images.len().saturating_add(inputs.len());
+    let files = inputs.iter().map(|i| check_input(i.as_ref()));
+    for mut r in images.into_iter().chain(files) {
         all_valid &= r.valid;
         if r.valid {
             valid_files = valid_files.saturating_add(1);
@@ -149,11 +161,10 @@ pub fn run(
     match format {
         Format::Json => write(out, &kept, format)?,
         Format::Text => {
-            if inputs.len() > 1 {
+            if count > 1 {
                 writeln!(
                     out,
-                    "{} inputs: {valid_files} valid, {invalid_files} invalid",
-                    inputs.len()
+                    "{count} inputs: {valid_files} valid, {invalid_files} invalid"
                 )?;
             }
             all_valid

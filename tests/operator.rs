@@ -242,10 +242,13 @@ async fn the_api_server_refuses_what_the_crd_rules_can_check() {
     let mut cases = vec![];
     let mut no_type = good.clone();
     no_type.as_object_mut().unwrap().remove("type");
-    cases.push((no_type, "spec.type must be \"custom\" or \"json\""));
+    cases.push((no_type, "spec.type must be \"custom\", \"json\" or \"oci\""));
     let mut unknown_type = good.clone();
     unknown_type["type"] = json!("rpm");
-    cases.push((unknown_type, "spec.type must be \"custom\" or \"json\""));
+    cases.push((
+        unknown_type,
+        "spec.type must be \"custom\", \"json\" or \"oci\"",
+    ));
     let mut interval = good.clone();
     interval["syncInterval"] = json!("every day");
     cases.push((interval, "spec.syncInterval must be a duration"));

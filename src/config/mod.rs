@@ -10,8 +10,10 @@ use k8s_openapi::api::core::v1::{
 };
 use serde_json::{Map, Value};
 
+mod oci;
 mod paths;
 mod privilege;
+pub use oci::{DEFAULT_PATH, ImageRef, OciOptions, Platform, Reference};
 pub use paths::DISPLAY_BIN_DIR;
 use paths::{QUOTE_BYTES, clean_path, mount_path_problem, quote};
 pub use privilege::runner_privilege;
@@ -47,6 +49,8 @@ pub struct Limits {
     /// `--allow-privileged-runners`: runner security contexts that grant more than a
     /// restricted container (see [`runner_privilege`]) are accepted.
     pub allow_privileged_runners: bool,
+    /// `--allow-insecure-registries`: oci channels may set `insecure` (plain HTTP).
+    pub allow_insecure_registries: bool,
 }
 
 impl Default for Limits {
@@ -55,6 +59,7 @@ impl Default for Limits {
             max_sync_timeout: DEFAULT_MAX_SYNC_TIMEOUT,
             min_sync_interval: DEFAULT_MIN_SYNC_INTERVAL,
             allow_privileged_runners: false,
+            allow_insecure_registries: false,
         }
     }
 }
@@ -100,6 +105,7 @@ pub struct ChannelConfig {
 pub enum Source {
     Custom(Box<CustomOptions>),
     Json(JsonOptions),
+    Oci(Box<OciOptions>),
 }
 
 /// `options` of a `custom` channel.
@@ -152,10 +158,11 @@ pub fn resolve(
     let source = match spec.type_.as_str() {
         "custom" => Source::Custom(Box::new(custom_options(options, limits)?)),
         "json" => Source::Json(json_options(options, limits)?),
-        "" => return Err("spec.type: required; use \"custom\" or \"json\"".into()),
+        "oci" => Source::Oci(Box::new(oci::oci_options(options, limits)?)),
+        "" => return Err("spec.type: required; use \"custom\", \"json\" or \"oci\"".into()),
         other => {
             return Err(format!(
-                "spec.type: {} is not a channel type; use \"custom\" or \"json\"",
+                "spec.type: {} is not a channel type; use \"custom\", \"json\" or \"oci\"",
                 quote(other)
             ));
         }

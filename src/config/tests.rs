@@ -171,7 +171,7 @@ fn durations_are_bounded_by_the_flags_and_a_year() {
     let timeout = |text: &str, limits: &Limits| {
         resolve(&custom(json!({"timeout": text})), limits).map(|c| match c.source {
             Source::Custom(o) => o.timeout,
-            Source::Json(_) => unreachable!(),
+            _ => unreachable!(),
         })
     };
     assert_eq!(timeout("1h", &limits), Ok(Some(Duration::from_secs(3600))));
@@ -188,6 +188,7 @@ fn durations_are_bounded_by_the_flags_and_a_year() {
         max_sync_timeout: MAX_DURATION,
         min_sync_interval: Duration::from_secs(1),
         allow_privileged_runners: false,
+        allow_insecure_registries: false,
     };
     assert_eq!(timeout("8760h", &loose), Ok(Some(MAX_DURATION)));
     assert!(timeout("8761h", &loose).is_err());
@@ -201,7 +202,7 @@ fn durations_are_bounded_by_the_flags_and_a_year() {
         resolve(&spec(json!({"type": "json", "options": options})), limits).map(|c| {
             match c.source {
                 Source::Json(o) => o.timeout,
-                Source::Custom(_) => unreachable!(),
+                _ => unreachable!(),
             }
         })
     };

@@ -15,7 +15,7 @@ use super::Error;
 use super::io::{ChannelIo, Written};
 use super::queue::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
-use crate::config::JsonOptions;
+use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::{Effect, versions};
 
@@ -160,6 +160,21 @@ impl ChannelIo for FakeIo {
         world.calls.push(format!("fetch {}", options.uri));
         match &world.source {
             Some(source) => source(validators),
+            None => Response::Failed("no source".into()),
+        }
+    }
+
+    async fn pull(
+        &self,
+        _namespace: &str,
+        options: &OciOptions,
+        known: &Validators,
+        _max: u64,
+    ) -> Response {
+        let mut world = self.world();
+        world.calls.push(format!("pull {}", options.image));
+        match &world.source {
+            Some(source) => source(known),
             None => Response::Failed("no source".into()),
         }
     }

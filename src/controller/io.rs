@@ -17,7 +17,7 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use super::Error;
 use super::queue::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
-use crate::config::JsonOptions;
+use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
 
@@ -67,6 +67,16 @@ pub trait ChannelIo: Send + Sync + 'static {
         &self,
         options: &JsonOptions,
         validators: &Validators,
+        max_bytes: u64,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// An oci channel's pull (with the Secrets its options name, read in `namespace`);
+    /// `known`: the revision of the data kept from before (unchanged: `NotModified`).
+    fn pull(
+        &self,
+        namespace: &str,
+        options: &OciOptions,
+        known: &Validators,
         max_bytes: u64,
     ) -> impl Future<Output = Response> + Send;
 

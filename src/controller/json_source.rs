@@ -1,30 +1,64 @@
-//! json channels: the fetch, and the last good body of each channel, kept in its record for
-//! conditional requests (a `304 Not Modified` is answered from it, so the versions are still
-//! compared and repaired). The kept bodies are bounded in total bytes and go with their
-//! channel's record.
+//! json and oci channels: the fetch (or pull), and the last good data of each channel, kept
+//! in its record for conditional requests (a `304 Not Modified`, or an unchanged image
+//! digest, is answered from it, so the versions are still compared and repaired). The kept
+//! data is bounded in total bytes and goes with its channel's record.
 
 use super::Context;
 use super::io::ChannelIo;
 use super::queue::Key;
 use super::record::Body;
-use crate::config::JsonOptions;
+use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::Response;
 use crate::syncer::Fetched;
 
+/// Where a channel's data comes from, when the operator reads it itself.
+pub enum Remote<'a> {
+    Json(&'a JsonOptions),
+    Oci(&'a OciOptions),
+}
+
+impl Remote<'_> {
+    /// What the kept data stands for: another URI, image, file or platform reads anew.
+    pub fn key(&self) -> String {
+        match self {
+            Remote::Json(o) => o.uri.clone(),
+            Remote::Oci(o) => format!("oci {} {} {}", o.image, o.path, o.platform),
+        }
+    }
+
+    fn unexplained_not_modified(&self) -> String {
+        match self {
+            Remote::Json(o) => format!(
+                "fetching {}: the server answered 304 Not Modified to a request without validators",
+                o.uri
+            ),
+            Remote::Oci(o) => format!("pulling {}: unchanged, but no data is kept", o.image),
+        }
+    }
+}
+
 impl<I: ChannelIo> Context<I> {
-    /// Fetches a json channel's data; a 304 is answered from the last good body.
-    pub(super) async fn fetch(&self, key: &Key, uid: &str, options: &JsonOptions) -> Fetched {
+    /// Reads a channel's data; "not modified" is answered from the last good data.
+    pub(super) async fn fetch(&self, key: &Key, uid: &str, remote: &Remote<'_>) -> Fetched {
+        let source = remote.key();
         let kept = self
             .memory
             .lock()
             .ok()
-            .and_then(|mut m| m.body(key, uid, &options.uri));
+            .and_then(|mut m| m.body(key, uid, &source));
         let validators = kept
             .as_ref()
             .map(|b| b.validators.clone())
             .unwrap_or_default();
         let max = self.settings.max_output_bytes;
-        match self.io.fetch(options, &validators, max).await {
+        let response = match remote {
+            Remote::Json(options) => self.io.fetch(options, &validators, max).await,
+            Remote::Oci(options) => {
+                let ns = key.namespace.as_deref().unwrap_or_default();
+                self.io.pull(ns, options, &validators, max).await
+            }
+        };
+        match response {
             Response::Body { data, validators } => Fetched::Body {
                 data: data.into(),
                 validators,
@@ -36,23 +70,14 @@ impl<I: ChannelIo> Context<I> {
                     validators: body.validators,
                     not_modified: true,
                 },
-                None => Fetched::Failed(format!(
-                    "fetching {}: the server answered 304 Not Modified to a request without validators",
-                    options.uri
-                )),
+                None => Fetched::Failed(remote.unexplained_not_modified()),
             },
             Response::Failed(why) => Fetched::Failed(why),
         }
     }
 
-    /// Keeps the body a successful sync used, for the next conditional request.
-    pub(super) fn remember_body(
-        &self,
-        key: &Key,
-        uid: &str,
-        options: &JsonOptions,
-        fetched: &Fetched,
-    ) {
+    /// Keeps the data a successful sync used, for the next conditional request.
+    pub(super) fn remember_body(&self, key: &Key, uid: &str, source: &str, fetched: &Fetched) {
         let Fetched::Body {
             data,
             validators,
@@ -63,7 +88,7 @@ impl<I: ChannelIo> Context<I> {
         };
         let validators = validators.clone();
         let body = (!validators.is_empty()).then(|| Body {
-            uri: options.uri.clone(),
+            uri: source.to_string(),
             validators,
             data: data.clone(),
         });

@@ -19,7 +19,7 @@ use super::queue::Key;
 use super::writes::{self, Writer};
 use super::{Error, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
-use crate::config::JsonOptions;
+use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{self, Response, Validators};
 use crate::metrics::Metrics;
 use crate::syncer::Effect;
@@ -30,6 +30,7 @@ pub struct KubeIo {
     /// Wakes a channel's reconciliation (one sender per scope, same order).
     pub wake: Vec<mpsc::UnboundedSender<Key>>,
     pub http: fetch::Client,
+    pub registry: crate::registry::Client,
     pub metrics: Arc<Metrics>,
     /// Version writes in flight, all syncs together.
     pub writes: tokio::sync::Semaphore,
@@ -41,6 +42,7 @@ impl KubeIo {
         scopes: Vec<Scope>,
         wake: Vec<mpsc::UnboundedSender<Key>>,
         http: fetch::Client,
+        registry: crate::registry::Client,
         metrics: Arc<Metrics>,
     ) -> Self {
         KubeIo {
@@ -48,6 +50,7 @@ impl KubeIo {
             scopes,
             wake,
             http,
+            registry,
             metrics,
             writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
         }
@@ -126,6 +129,21 @@ impl ChannelIo for KubeIo {
 
     async fn fetch(&self, options: &JsonOptions, validators: &Validators, max: u64) -> Response {
         fetch::get(&self.http, options, validators, max).await
+    }
+
+    /// The Secrets are read fresh (no cache of Secrets is kept), one request each.
+    async fn pull(
+        &self,
+        namespace: &str,
+        options: &OciOptions,
+        known: &Validators,
+        max: u64,
+    ) -> Response {
+        let secrets = self.api(namespace);
+        match crate::registry::secrets::access(&secrets, options).await {
+            Ok(access) => crate::registry::pull(&self.registry, options, &access, known, max).await,
+            Err(why) => Response::Failed(format!("pulling {}: {why}", options.image)),
+        }
     }
 
     /// Waits until the versions cache shows every write (each version at the

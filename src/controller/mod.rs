@@ -119,6 +119,7 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     http: crate::fetch::Client,
+    registry: crate::registry::Client,
     namespaces: &[String],
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -161,7 +162,14 @@ pub async fn run(
         controller: FIELD_MANAGER.into(),
         instance: std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into()),
     };
-    let io = KubeIo::new(client.clone(), scopes, wake, http, metrics.clone());
+    let io = KubeIo::new(
+        client.clone(),
+        scopes,
+        wake,
+        http,
+        registry,
+        metrics.clone(),
+    );
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
 
     let mut feeds = Vec::new();

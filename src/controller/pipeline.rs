@@ -26,10 +26,11 @@ use tracing::{info, warn};
 
 use super::errors::{Error, kube_err};
 use super::io::ChannelIo;
+use super::json_source::Remote;
 use super::queue::Key;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
-use crate::config::{ChannelConfig, JsonOptions};
+use crate::config::ChannelConfig;
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
 
@@ -39,8 +40,8 @@ struct Gathered {
     pod: Option<Arc<Pod>>,
     display_log: Option<Vec<u8>>,
     runner_log: Option<String>,
-    /// The fetch, and the options it was made with.
-    fetched: Option<(JsonOptions, Fetched)>,
+    /// The fetch (or pull), and the key of the data kept for it (see `json_source`).
+    fetched: Option<(String, Fetched)>,
     versions: Option<Vec<Arc<ManagedOSVersion>>>,
     pod_create_error: Option<SyncFailure>,
     error: Option<SyncFailure>,
@@ -224,17 +225,22 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.seen.versions = Some(versions);
             self.counts.observed();
         }
-        if let Some(options) = &needs.fetch
+        let remote = match (&needs.fetch, &needs.pull) {
+            (Some(options), _) => Some(Remote::Json(options)),
+            (None, Some(options)) => Some(Remote::Oci(options)),
+            (None, None) => None,
+        };
+        if let Some(remote) = remote
             && self.seen.fetched.is_none()
         {
             let reserved = ctx.reserve_data().await;
-            let fetched = ctx.fetch(self.key, &self.uid, options).await;
+            let fetched = ctx.fetch(self.key, &self.uid, &remote).await;
             let bytes = match &fetched {
                 Fetched::Body { data, .. } => data.len(),
                 Fetched::Failed(_) => 0,
             };
             *data = Context::<I>::keep_data(reserved, bytes);
-            self.seen.fetched = Some((options.clone(), fetched));
+            self.seen.fetched = Some((remote.key(), fetched));
             self.counts.observed();
         }
         Ok(self.counts.observations > before)
@@ -333,10 +339,9 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.ctx.metrics.sync_failed(failure);
         }
         if decision.outcome == Some(Outcome::Synchronized)
-            && let Some((options, fetched)) = &self.seen.fetched
+            && let Some((source, fetched)) = &self.seen.fetched
         {
-            self.ctx
-                .remember_body(self.key, &self.uid, options, fetched);
+            self.ctx.remember_body(self.key, &self.uid, source, fetched);
         }
     }
 
@@ -437,6 +442,7 @@ fn is_version_write(effect: &Effect) -> bool {
 /// Whether the decision starts a sync (creates the syncer pod, or fetches).
 fn starts_sync(decision: &Decision) -> bool {
     decision.needs.fetch.is_some()
+        || decision.needs.pull.is_some()
         || decision
             .effects
             .iter()

@@ -435,3 +435,6 @@ async fn an_orphan_channel_gets_the_finalizer_and_leaves_its_versions_when_delet
         "{reasons:?}"
     );
 }
+
+#[path = "tests_oci.rs"]
+mod oci;

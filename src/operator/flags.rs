@@ -62,6 +62,14 @@ pub struct OperatorArgs {
     /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
     #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub allow_privileged_runners: bool,
+    /// Accept oci channels that set `insecure: true` (their registry is reached over plain
+    /// HTTP, credentials included).
+    #[arg(long, env = "ALLOW_INSECURE_REGISTRIES", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub allow_insecure_registries: bool,
+    /// The most bytes an oci channel's sync reads from image layers (decompressed, all
+    /// layers together) to find its file (K, Ki, M, Mi, G, Gi suffixes).
+    #[arg(long, env = "MAX_LAYER_BYTES", default_value = "512Mi", value_parser = parse_bytes)]
+    pub max_layer_bytes: u64,
     /// First retry delay after a failed sync; it doubles on each failure.
     #[arg(long, env = "RETRY_DELAY", default_value = "10s", value_parser = duration::parse)]
     pub retry_delay: Duration,
@@ -98,8 +106,9 @@ pub struct OperatorArgs {
         default_value = "rancheros-operator"
     )]
     pub leader_election_lease: String,
-    /// json channels may not connect to addresses in this network (CIDR; repeatable;
-    /// giving it replaces the default list) unless --json-allow-cidr lists them.
+    /// json and oci channels (their registries) may not connect to addresses in this
+    /// network (CIDR; repeatable; giving it replaces the default list) unless
+    /// --json-allow-cidr lists them.
     #[arg(
         long = "json-deny-cidr",
         env = "JSON_DENY_CIDRS",
@@ -133,6 +142,7 @@ impl OperatorArgs {
             max_sync_timeout: self.max_sync_timeout,
             min_sync_interval: self.min_sync_interval,
             allow_privileged_runners: self.allow_privileged_runners,
+            allow_insecure_registries: self.allow_insecure_registries,
         };
         if let Some(problem) = limits.problem() {
             return Err(problem);

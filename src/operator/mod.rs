@@ -60,6 +60,7 @@ struct Parts {
     settings: Settings,
     metrics: Arc<Metrics>,
     http: fetch::Client,
+    registry: crate::registry::Client,
 }
 
 /// How long in-flight reconciliations get to finish after SIGTERM before they are
@@ -193,14 +194,18 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         max_sync_timeout: args.max_sync_timeout,
         min_sync_interval: args.min_sync_interval,
         allow_privileged_runners: args.allow_privileged_runners,
+        allow_insecure_registries: args.allow_insecure_registries,
     };
     let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    let registry = crate::registry::Client::new(policy.clone(), args.max_layer_bytes)
+        .map_err(|e| OperatorError::Http(e.to_string()))?;
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
     let parts = Parts {
         client: client.clone(),
         settings,
         metrics: metrics.clone(),
         http,
+        registry,
     };
     metrics.ready.store(true, Ordering::Relaxed);
     let cidrs = |list: &[Cidr]| {
@@ -261,6 +266,7 @@ async fn run_controllers(
         parts.settings.clone(),
         parts.metrics.clone(),
         parts.http.clone(),
+        parts.registry.clone(),
         namespaces,
         stop,
     );

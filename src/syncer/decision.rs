@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// What a json channel's fetch brought back.
+/// What a json channel's fetch (or an oci channel's pull) brought back.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fetched {
     Body {
@@ -46,11 +46,17 @@ pub struct Needs {
     pub runner_log: bool,
     pub versions: bool,
     pub fetch: Option<JsonOptions>,
+    /// An oci channel's pull (its answer is `Observation::fetched` too).
+    pub pull: Option<crate::config::OciOptions>,
 }
 
 impl Needs {
     pub fn any(&self) -> bool {
-        self.display_log || self.runner_log || self.versions || self.fetch.is_some()
+        self.display_log
+            || self.runner_log
+            || self.versions
+            || self.fetch.is_some()
+            || self.pull.is_some()
     }
 }
 

@@ -1,4 +1,4 @@
-//! json channels: a sync is a fetch, its body the channel data.
+//! json and oci channels: a sync is a fetch (or a pull), its body the channel data.
 
 use super::*;
 
@@ -11,6 +11,25 @@ impl Decider<'_> {
                 ..Default::default()
             });
         };
+        self.remote_sync(config, fetched, "the source answered: not modified")
+    }
+
+    /// An oci channel: the data of the image's file (or artifact layer); an unchanged
+    /// digest answers with the data read before, so drift is still repaired.
+    pub(super) fn oci_sync(&self, config: &ChannelConfig, options: &OciOptions) -> Decision {
+        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
+            return needs(Needs {
+                pull: Some(options.clone()),
+                versions: true,
+                ..Default::default()
+            });
+        };
+        self.remote_sync(config, fetched, "the image's digest is unchanged")
+    }
+
+    /// Applies the data of a fetch or pull; `unchanged` is said when the source confirmed
+    /// the data kept from before.
+    fn remote_sync(&self, config: &ChannelConfig, fetched: &Fetched, unchanged: &str) -> Decision {
         match fetched {
             Fetched::Failed(message) => self.failure(
                 SyncFailure::Fetch(message.clone()),
@@ -33,7 +52,7 @@ impl Decider<'_> {
                     && let Some(status) = d.status.as_mut()
                     && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
                 {
-                    c.message.push_str(" (the source answered: not modified)");
+                    c.message.push_str(&format!(" ({unchanged})"));
                 }
                 d
             }

@@ -37,7 +37,7 @@ use crate::api::{
     SYNC_REQUESTED_AT_ANNOTATION, reason,
 };
 use crate::channel;
-use crate::config::{self, ChannelConfig, CustomOptions, JsonOptions, Source};
+use crate::config::{self, ChannelConfig, CustomOptions, JsonOptions, OciOptions, Source};
 use crate::display::{self, Output};
 use crate::duration;
 use crate::failure::{RunnerOutput, SyncFailure};
@@ -204,6 +204,7 @@ impl Decider<'_> {
                 }
             }
             Source::Json(options) => self.json_sync(config, options),
+            Source::Oci(options) => self.oci_sync(config, options),
         }
     }
 

@@ -31,6 +31,8 @@ pub struct Settings {
     /// Runner security contexts that grant more than a restricted container are accepted
     /// (`--allow-privileged-runners`).
     pub allow_privileged_runners: bool,
+    /// oci channels may use plain HTTP (`--allow-insecure-registries`).
+    pub allow_insecure_registries: bool,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -51,6 +53,7 @@ impl Default for Settings {
             max_sync_timeout: limits.max_sync_timeout,
             min_sync_interval: limits.min_sync_interval,
             allow_privileged_runners: limits.allow_privileged_runners,
+            allow_insecure_registries: limits.allow_insecure_registries,
         }
     }
 }
@@ -62,6 +65,7 @@ impl Settings {
             max_sync_timeout: self.max_sync_timeout,
             min_sync_interval: self.min_sync_interval,
             allow_privileged_runners: self.allow_privileged_runners,
+            allow_insecure_registries: self.allow_insecure_registries,
         }
     }
 

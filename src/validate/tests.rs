@@ -87,14 +87,28 @@ fn many_diagnostics_on_one_long_line_are_quick() {
 #[test]
 fn unreadable_inputs_are_invalid_with_a_reason() {
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let ok = run(&["/nonexistent/c.json"], Format::Text, &mut out, &mut err).unwrap();
+    let ok = run(
+        Vec::new(),
+        &["/nonexistent/c.json"],
+        Format::Text,
+        &mut out,
+        &mut err,
+    )
+    .unwrap();
     assert!(!ok);
     assert_eq!(
         String::from_utf8(err).unwrap(),
         "error: cannot read /nonexistent/c.json: no such file or directory\n"
     );
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    run(&["/nonexistent/c.json"], Format::Json, &mut out, &mut err).unwrap();
+    run(
+        Vec::new(),
+        &["/nonexistent/c.json"],
+        Format::Json,
+        &mut out,
+        &mut err,
+    )
+    .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(
         v["files"][0]["read_error"],

@@ -119,7 +119,7 @@ fn options(extra: serde_json::Value) -> CustomOptions {
         .source
     {
         crate::config::Source::Custom(o) => *o,
-        crate::config::Source::Json(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 

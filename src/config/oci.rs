@@ -1,0 +1,327 @@
+//! `options` of an `oci` channel: the image reference, the file to read in it, and how to
+//! reach its registry.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{DEFAULT_JSON_TIMEOUT, Limits, clean_path, string, timeout, typed, unknown_keys};
+
+/// The file read from an image when `options.path` is not set (where Elemental's channel
+/// images keep it).
+pub const DEFAULT_PATH: &str = "/channel.json";
+/// The registry an image without a registry host names (as `docker pull` does).
+pub const DOCKER_HUB: &str = "registry-1.docker.io";
+
+const OCI_KEYS: [&str; 7] = [
+    "image",
+    "path",
+    "imagePullSecrets",
+    "caSecretRef",
+    "insecure",
+    "platform",
+    "timeout",
+];
+
+/// `options` of an `oci` channel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OciOptions {
+    pub image: ImageRef,
+    /// An absolute, normalised path in the image's filesystem.
+    pub path: String,
+    /// Secrets of the channel's namespace, of type `kubernetes.io/dockerconfigjson`.
+    pub image_pull_secrets: Vec<String>,
+    /// A Secret of the channel's namespace whose `ca.crt` the registry's certificate must
+    /// chain to (besides the system's roots).
+    pub ca_secret: Option<String>,
+    /// Plain HTTP (only with `--allow-insecure-registries`).
+    pub insecure: bool,
+    pub platform: Platform,
+    pub timeout: Duration,
+}
+
+/// An image reference: `[host[:port]/]repository(:tag|@sha256:hex)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRef {
+    /// `host[:port]`, as connected to.
+    pub registry: String,
+    pub repository: String,
+    /// A tag or `sha256:<64 hex>`.
+    pub reference: Reference,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reference {
+    Tag(String),
+    Digest(String),
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.registry, self.repository)?;
+        match &self.reference {
+            Reference::Tag(t) => write!(f, ":{t}"),
+            Reference::Digest(d) => write!(f, "@{d}"),
+        }
+    }
+}
+
+impl ImageRef {
+    /// `registry/repository`, without tag or digest.
+    pub fn repo(&self) -> String {
+        format!("{}/{}", self.registry, self.repository)
+    }
+
+    /// The tag or digest, as the registry's manifest URL takes it.
+    pub fn reference(&self) -> &str {
+        match &self.reference {
+            Reference::Tag(t) | Reference::Digest(t) => t,
+        }
+    }
+
+    /// Parses `repo:tag` or `repo@sha256:<hex>`; a reference without either is refused
+    /// (no implicit `latest`: what the channel follows is written down).
+    pub fn parse(text: &str) -> Result<ImageRef, String> {
+        let t = text.trim();
+        let (name, reference) = if let Some((name, digest)) = t.split_once('@') {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(format!(
+                    "{t:?}: the digest must be sha256: and 64 lowercase hex digits"
+                ));
+            }
+            (name, Reference::Digest(digest.to_string()))
+        } else {
+            // A tag follows the last `:` after the last `/` (`host:5000/repo` has none).
+            let last = t.rsplit_once('/').map_or(t, |(_, last)| last);
+            let Some((_, tag)) = last.rsplit_once(':') else {
+                return Err(format!(
+                    "{t:?} names no tag or digest; write repo:tag or repo@sha256:..."
+                ));
+            };
+            let name = t.strip_suffix(tag).and_then(|n| n.strip_suffix(':'));
+            let tag_ok = !tag.is_empty()
+                && tag.len() <= 128
+                && !tag.starts_with(['.', '-'])
+                && tag
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+            match name {
+                Some(name) if tag_ok => (name, Reference::Tag(tag.to_string())),
+                _ => return Err(format!("{t:?}: {tag:?} is not a valid tag")),
+            }
+        };
+        let (registry, repository) = match name.split_once('/') {
+            Some((host, rest))
+                if host.contains(['.', ':']) || host == "localhost" || host.contains('[') =>
+            {
+                (host.to_string(), rest.to_string())
+            }
+            Some(_) => (DOCKER_HUB.to_string(), name.to_string()),
+            None => (DOCKER_HUB.to_string(), format!("library/{name}")),
+        };
+        let component_ok = |c: &str| {
+            !c.is_empty()
+                && c.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+                })
+                && c.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+        };
+        if registry.is_empty() || !repository.split('/').all(component_ok) {
+            return Err(format!(
+                "{t:?}: {repository:?} is not a repository name (lowercase letters, digits, '.', '_', '-', '/')"
+            ));
+        }
+        Ok(ImageRef {
+            registry,
+            repository,
+            reference,
+        })
+    }
+}
+
+/// `os/architecture[/variant]`, as an image index lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        match &self.variant {
+            Some(v) => write!(f, "/{v}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Platform {
+    /// `linux/<the operator's architecture>`, in the names images use.
+    pub fn host() -> Platform {
+        let architecture = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "powerpc64" => "ppc64le",
+            "x86" => "386",
+            other => other,
+        };
+        Platform {
+            os: "linux".into(),
+            architecture: architecture.into(),
+            variant: None,
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Platform, String> {
+        let parts: Vec<&str> = text.trim().split('/').collect();
+        let ok = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric());
+        match parts.as_slice() {
+            [os, arch] if ok(os) && ok(arch) => Ok(Platform {
+                os: os.to_string(),
+                architecture: arch.to_string(),
+                variant: None,
+            }),
+            [os, arch, variant] if ok(os) && ok(arch) && ok(variant) => Ok(Platform {
+                os: os.to_string(),
+                architecture: arch.to_string(),
+                variant: Some(variant.to_string()),
+            }),
+            _ => Err(format!(
+                "spec.options.platform: {text:?} is not os/architecture[/variant] (like linux/amd64)"
+            )),
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Named {
+    name: String,
+}
+
+pub(super) fn oci_options(
+    options: &Map<String, Value>,
+    limits: &Limits,
+) -> Result<OciOptions, String> {
+    unknown_keys(options, &OCI_KEYS, "oci")?;
+    let image = string(options, "image")?
+        .filter(|i| !i.trim().is_empty())
+        .ok_or("spec.options.image: required for an oci channel: repo:tag or repo@sha256:... of the channel image")?;
+    let image = ImageRef::parse(&image).map_err(|e| format!("spec.options.image: {e}"))?;
+    let path = string(options, "path")?.unwrap_or_else(|| DEFAULT_PATH.into());
+    let path = clean_path(&path)
+        .filter(|p| p != "/")
+        .ok_or_else(|| format!("spec.options.path: {path:?} must be an absolute file path"))?;
+    let secrets: Option<Vec<Named>> = typed(
+        options,
+        "imagePullSecrets",
+        "a list of secret references ({name: ...})",
+    )?;
+    let ca: Option<Named> = typed(options, "caSecretRef", "a secret reference ({name: ...})")?;
+    let insecure: Option<bool> = typed(options, "insecure", "true or false")?;
+    let insecure = insecure.unwrap_or(false);
+    if insecure && !limits.allow_insecure_registries {
+        return Err("spec.options.insecure: this operator refuses plain-HTTP registries (its admin can allow them with --allow-insecure-registries)".into());
+    }
+    let platform = match string(options, "platform")? {
+        None => Platform::host(),
+        Some(p) => Platform::parse(&p)?,
+    };
+    Ok(OciOptions {
+        image,
+        path,
+        image_pull_secrets: secrets.into_iter().flatten().map(|n| n.name).collect(),
+        ca_secret: ca.map(|n| n.name),
+        insecure,
+        platform,
+        timeout: timeout(options, limits)?
+            .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_parse_as_docker_does_and_need_a_tag_or_digest() {
+        let r = ImageRef::parse("127.0.0.1:5050/channels/elemental:v1.6").unwrap();
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.reference()),
+            ("127.0.0.1:5050", "channels/elemental", "v1.6")
+        );
+        assert_eq!(r.to_string(), "127.0.0.1:5050/channels/elemental:v1.6");
+        let r = ImageRef::parse("busybox:1").unwrap();
+        assert_eq!(r.repo(), "registry-1.docker.io/library/busybox");
+        let r = ImageRef::parse("rancher/elemental-channel:latest").unwrap();
+        assert_eq!(r.repo(), "registry-1.docker.io/rancher/elemental-channel");
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let r = ImageRef::parse(&format!("ghcr.io/x/y@{digest}")).unwrap();
+        assert_eq!(r.reference, Reference::Digest(digest));
+        for bad in [
+            "ghcr.io/x/y",
+            "host:5000/repo",
+            "ghcr.io/x/y@sha256:abc",
+            "ghcr.io/X/y:1",
+            "ghcr.io/x/y:-1",
+            "ghcr.io//y:1",
+            "ghcr.io/x/y:",
+        ] {
+            assert!(ImageRef::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn options_have_defaults_and_insecure_needs_the_flag() {
+        let opts = |v: Value| v.as_object().cloned().unwrap();
+        let o = oci_options(
+            &opts(serde_json::json!({"image": "r.io/c:v1"})),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(o.path, "/channel.json");
+        assert_eq!(o.timeout, Duration::from_secs(30));
+        assert_eq!(o.platform, Platform::host());
+        assert!(!o.insecure && o.image_pull_secrets.is_empty() && o.ca_secret.is_none());
+        let insecure = opts(serde_json::json!({"image": "r.io/c:v1", "insecure": true}));
+        let e = oci_options(&insecure, &Limits::default()).unwrap_err();
+        assert!(e.contains("--allow-insecure-registries"), "{e}");
+        let allowed = Limits {
+            allow_insecure_registries: true,
+            ..Limits::default()
+        };
+        assert!(oci_options(&insecure, &allowed).unwrap().insecure);
+        let full = opts(serde_json::json!({
+            "image": "r.io/c:v1", "path": "/a/../b.json", "platform": "linux/arm/v7",
+            "imagePullSecrets": [{"name": "pull"}], "caSecretRef": {"name": "ca"}, "timeout": "5s"
+        }));
+        let o = oci_options(&full, &Limits::default()).unwrap();
+        assert_eq!(o.path, "/b.json");
+        assert_eq!(o.platform.to_string(), "linux/arm/v7");
+        assert_eq!(o.image_pull_secrets, vec!["pull".to_string()]);
+        assert_eq!(o.ca_secret.as_deref(), Some("ca"));
+        for (bad, field) in [
+            (serde_json::json!({}), "spec.options.image"),
+            (serde_json::json!({"image": "r.io/c"}), "spec.options.image"),
+            (
+                serde_json::json!({"image": "r.io/c:1", "path": "x"}),
+                "spec.options.path",
+            ),
+            (
+                serde_json::json!({"image": "r.io/c:1", "platform": "linux"}),
+                "spec.options.platform",
+            ),
+            (
+                serde_json::json!({"image": "r.io/c:1", "uri": "x"}),
+                "spec.options.uri",
+            ),
+        ] {
+            let e = oci_options(&opts(bad.clone()), &Limits::default()).unwrap_err();
+            assert!(e.starts_with(field), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Manifests and image indexes (OCI and Docker v2), and the choices made from them: which
+//! manifest of an index serves the platform, which layers hold the data.
+
+use serde::Deserialize;
+
+use crate::config::Platform;
+
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+
+/// The `Accept` header of manifest requests: every kind this client reads.
+pub const ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json";
+
+/// Layer media types that are the channel data itself (an artifact).
+pub const DATA_TYPES: [&str; 2] = [
+    "application/json",
+    "application/vnd.rancheros.channel.v1+json",
+];
+
+/// The largest manifest read (as containerd bounds them).
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    #[serde(default)]
+    pub media_type: String,
+    pub digest: String,
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default)]
+    pub platform: Option<DescPlatform>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct DescPlatform {
+    pub os: String,
+    pub architecture: String,
+    #[serde(default)]
+    pub variant: Option<String>,
+}
+
+/// A manifest or an index: which one is told by `mediaType` (the body's, else the
+/// response's `Content-Type`), or by which list it has.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Any {
+    #[serde(default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    manifests: Option<Vec<Descriptor>>,
+    #[serde(default)]
+    layers: Option<Vec<Descriptor>>,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Manifest {
+    Index(Vec<Descriptor>),
+    /// The layers, bottom first.
+    Image(Vec<Descriptor>),
+}
+
+/// Parses a manifest body; `Err` says what is wrong, in words of its own.
+pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Manifest, String> {
+    let any: Any = serde_json::from_slice(body)
+        .map_err(|e| format!("the manifest is not valid JSON ({e})"))?;
+    let kind = any
+        .media_type
+        .as_deref()
+        .or(content_type)
+        .map(|t| t.split(';').next().unwrap_or_default().trim().to_string());
+    match (kind.as_deref(), any.manifests, any.layers) {
+        (Some(OCI_INDEX | DOCKER_LIST), Some(m), _) | (None, Some(m), None) => {
+            Ok(Manifest::Index(m))
+        }
+        (Some(OCI_MANIFEST | DOCKER_MANIFEST), _, Some(l)) | (None, None, Some(l)) => {
+            Ok(Manifest::Image(l))
+        }
+        (Some(other), _, _)
+            if ![OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST].contains(&other) =>
+        {
+            Err(format!(
+                "the manifest has media type {other}, which is not an image or an index"
+            ))
+        }
+        _ => Err("the manifest lists neither layers nor manifests".into()),
+    }
+}
+
+/// The index entry for `platform` (a variant is matched only when one is asked for).
+pub fn choose<'a>(entries: &'a [Descriptor], platform: &Platform) -> Option<&'a Descriptor> {
+    entries.iter().find(|d| {
+        d.platform.as_ref().is_some_and(|p| {
+            p.os == platform.os
+                && p.architecture == platform.architecture
+                && platform
+                    .variant
+                    .as_ref()
+                    .is_none_or(|v| p.variant.as_ref() == Some(v))
+        })
+    })
+}
+
+/// The platforms an index offers, for a message.
+pub fn platforms(entries: &[Descriptor]) -> String {
+    let names: Vec<String> = entries
+        .iter()
+        .filter_map(|d| d.platform.as_ref())
+        .map(|p| match &p.variant {
+            Some(v) => format!("{}/{}/{v}", p.os, p.architecture),
+            None => format!("{}/{}", p.os, p.architecture),
+        })
+        .collect();
+    crate::text::list(&names, ", ")
+}
+
+/// How a layer is compressed, from its media type; `None`: not a filesystem layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+pub fn compression(media_type: &str) -> Option<Compression> {
+    let t = media_type.replace(".nondistributable", "").replace(
+        "application/vnd.docker.image.rootfs.foreign.diff",
+        "application/vnd.docker.image.rootfs.diff",
+    );
+    match t.as_str() {
+        "application/vnd.oci.image.layer.v1.tar"
+        | "application/vnd.docker.image.rootfs.diff.tar" => Some(Compression::None),
+        "application/vnd.oci.image.layer.v1.tar+gzip"
+        | "application/vnd.docker.image.rootfs.diff.tar.gzip" => Some(Compression::Gzip),
+        "application/vnd.oci.image.layer.v1.tar+zstd"
+        | "application/vnd.docker.image.rootfs.diff.tar.zstd" => Some(Compression::Zstd),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn desc(platform: Option<(&str, &str, Option<&str>)>) -> Descriptor {
+        Descriptor {
+            media_type: OCI_MANIFEST.into(),
+            digest: "sha256:0".into(),
+            size: 1,
+            platform: platform.map(|(os, architecture, variant)| DescPlatform {
+                os: os.into(),
+                architecture: architecture.into(),
+                variant: variant.map(str::to_string),
+            }),
+        }
+    }
+
+    #[test]
+    fn manifests_and_indexes_are_told_apart() {
+        let index = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []});
+        let body = serde_json::to_vec(&index).unwrap();
+        assert_eq!(parse(&body, None), Ok(Manifest::Index(vec![])));
+        let image = json!({"schemaVersion": 2, "layers": [{"mediaType": "application/json", "digest": "sha256:1", "size": 2}]});
+        let body = serde_json::to_vec(&image).unwrap();
+        let Ok(Manifest::Image(layers)) = parse(&body, Some(DOCKER_MANIFEST)) else {
+            panic!("an image manifest")
+        };
+        assert_eq!(layers[0].media_type, "application/json");
+        let odd = serde_json::to_vec(&json!({"mediaType": "text/plain", "layers": []})).unwrap();
+        assert!(parse(&odd, None).unwrap_err().contains("text/plain"));
+        assert!(parse(b"{", None).is_err());
+    }
+
+    #[test]
+    fn the_platform_picks_the_index_entry() {
+        let entries = [
+            desc(Some(("linux", "arm", Some("v7")))),
+            desc(Some(("linux", "amd64", None))),
+            desc(None),
+        ];
+        let p = |t: &str| Platform::parse(t).unwrap();
+        assert_eq!(choose(&entries, &p("linux/amd64")), Some(&entries[1]));
+        assert_eq!(choose(&entries, &p("linux/arm")), Some(&entries[0]));
+        assert_eq!(choose(&entries, &p("linux/arm/v7")), Some(&entries[0]));
+        assert_eq!(choose(&entries, &p("linux/arm/v6")), None);
+        assert_eq!(platforms(&entries), "linux/arm/v7, linux/amd64");
+    }
+
+    #[test]
+    fn layer_media_types_say_the_compression() {
+        use Compression::*;
+        for (t, c) in [
+            ("application/vnd.oci.image.layer.v1.tar", Some(None)),
+            ("application/vnd.oci.image.layer.v1.tar+gzip", Some(Gzip)),
+            (
+                "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
+                Some(Zstd),
+            ),
+            (
+                "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                Some(Gzip),
+            ),
+            ("application/json", Option::None),
+        ] {
+            assert_eq!(compression(t), c, "{t}");
+        }
+    }
+}

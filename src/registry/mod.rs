@@ -1,0 +1,129 @@
+//! oci channels: the channel data read straight from a registry (the OCI distribution
+//! protocol), with no pod. A sync resolves the tag to a digest with one `HEAD`; an
+//! unchanged digest pulls nothing (the data read before is used again). A changed one
+//! fetches the manifest (from an image index, the platform's), then the layers from the top
+//! down until the file is found, each streamed, decompressed and walked in a blocking task
+//! with the bounds of `--max-layer-bytes` and `--max-output-bytes`; an artifact whose layer
+//! is JSON is the data itself.
+//!
+//! Built on the json channels' reqwest client rather than a registry crate: the egress
+//! policy must judge the address actually connected to (the resolver of `fetch`), and
+//! `oci-client`, the maintained Rust one, builds its own reqwest client with no way to give
+//! it a resolver, a redirect policy or a proxy setting, and reads whole blobs into memory.
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+
+pub mod auth;
+pub mod layers;
+pub mod manifest;
+mod pull;
+pub mod secrets;
+mod session;
+
+pub use auth::Credentials;
+pub use pull::pull;
+
+use crate::egress::Policy;
+
+/// The client every oci channel shares (a channel with its own CA gets a copy with that
+/// root added), with the egress policy and the layer bound.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    policy: Arc<Policy>,
+    pub max_layer_bytes: u64,
+}
+
+impl Client {
+    pub fn new(policy: Policy, max_layer_bytes: u64) -> reqwest::Result<Self> {
+        let policy = Arc::new(policy);
+        let http = builder(policy.clone()).build()?;
+        Ok(Client {
+            http,
+            policy,
+            max_layer_bytes,
+        })
+    }
+
+    /// The client for a registry whose certificate chains to `ca_pem` (or the system's
+    /// roots).
+    fn with_ca(&self, ca_pem: Option<&[u8]>) -> Result<reqwest::Client, PullError> {
+        let Some(pem) = ca_pem else {
+            return Ok(self.http.clone());
+        };
+        let certs = reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|_| PullError::Bad("caSecretRef: ca.crt is not a PEM certificate".into()))?;
+        let mut b = builder(self.policy.clone());
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+        b.build()
+            .map_err(|e| PullError::Bad(format!("caSecretRef: ca.crt cannot be used: {e}")))
+    }
+}
+
+fn builder(policy: Arc<Policy>) -> reqwest::ClientBuilder {
+    // A registry that sends nothing for this long fails the read (and frees its slot).
+    crate::fetch::guarded(policy).read_timeout(std::time::Duration::from_secs(30))
+}
+
+/// What a pull is given from the channel's namespace: the credentials for the image's
+/// registry (from `imagePullSecrets`), and the CA of `caSecretRef`.
+#[derive(Debug, Default)]
+pub struct Access {
+    pub credentials: Option<Credentials>,
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// Why a pull failed, as one line (after "pulling IMAGE: ").
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("401 unauthorized for {repo}{}", if *had_credentials { " (the registry refused the credentials of imagePullSecrets)" } else { " (no credentials for it in imagePullSecrets)" })]
+    Unauthorized { repo: String, had_credentials: bool },
+    #[error("403 forbidden for {0}")]
+    Forbidden(String),
+    #[error("manifest unknown {0}")]
+    ManifestUnknown(String),
+    #[error("no file {path} in {image}")]
+    NoFile { path: String, image: String },
+    #[error("no platform {platform} in the image index of {image} (it has {listed})")]
+    NoPlatform {
+        platform: String,
+        image: String,
+        listed: String,
+    },
+    #[error("{what}: the registry answered HTTP {status}")]
+    Status { what: String, status: u16 },
+    #[error("{0}")]
+    Transport(String),
+    #[error(transparent)]
+    Layer(#[from] layers::LayerError),
+    #[error("{0}")]
+    Bad(String),
+}
+
+/// The failure of a manifest or blob answer that is not a success.
+fn status_error(
+    status: StatusCode,
+    what: String,
+    repo: String,
+    manifest: Option<String>,
+) -> PullError {
+    match (status, manifest) {
+        (StatusCode::NOT_FOUND, Some(reference)) => PullError::ManifestUnknown(reference),
+        (StatusCode::FORBIDDEN, _) => PullError::Forbidden(repo),
+        _ => PullError::Status {
+            what,
+            status: status.as_u16(),
+        },
+    }
+}
+
+/// The digest (`sha256:<hex>`) of bytes.
+pub fn sha256(data: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, data);
+    let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}

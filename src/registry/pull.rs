@@ -1,0 +1,283 @@
+//! One pull: the tag resolved, then (the digest changed) the manifest and the layers.
+
+use futures::TryStreamExt;
+use reqwest::Method;
+use reqwest::header::CONTENT_TYPE;
+use tracing::debug;
+
+use super::layers::{self, Bounds, Found, Transport};
+use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
+use super::session::{Session, describe, read_capped};
+use super::{Access, Client, PullError, sha256, status_error};
+use crate::config::{OciOptions, Reference};
+use crate::fetch::{Response, Validators};
+
+/// The most manifests one pull follows (an index, then its image).
+const MAX_MANIFESTS: usize = 2;
+
+/// Pulls an oci channel's data. `known`: the revision of the data kept from before (its
+/// digest unchanged, nothing is pulled: `NotModified`).
+pub async fn pull(
+    client: &Client,
+    options: &OciOptions,
+    access: &Access,
+    known: &Validators,
+    max_bytes: u64,
+) -> Response {
+    let image = options.image.to_string();
+    let known = known
+        .etag
+        .as_deref()
+        .and_then(|r| r.rsplit('@').next())
+        .map(str::to_string);
+    let timeout = options.timeout;
+    let run = async {
+        let http = client.with_ca(access.ca_pem.as_deref())?;
+        let mut session = Session::new(
+            http,
+            &client.policy,
+            &options.image,
+            options.insecure,
+            access.credentials.as_ref(),
+            timeout,
+        );
+        let result = run(
+            &mut session,
+            options,
+            known.as_deref(),
+            client.max_layer_bytes,
+            max_bytes,
+        )
+        .await;
+        debug!(
+            image,
+            requests = session.requests,
+            "registry requests of one pull"
+        );
+        result
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Err(_) => Response::Failed(format!(
+            "pulling {image}: timed out after {}",
+            crate::duration::format(timeout)
+        )),
+        Ok(Ok(None)) => Response::NotModified,
+        Ok(Ok(Some((data, revision)))) => Response::Body {
+            data,
+            validators: Validators {
+                etag: Some(revision),
+                last_modified: None,
+            },
+        },
+        Ok(Err(e)) => Response::Failed(format!("pulling {image}: {e}")),
+    }
+}
+
+/// The data and its revision; `None`: the digest is `known`.
+async fn run(
+    session: &mut Session<'_>,
+    options: &OciOptions,
+    known: Option<&str>,
+    max_layer_bytes: u64,
+    max_bytes: u64,
+) -> Result<Option<(Vec<u8>, String)>, PullError> {
+    let image = &options.image;
+    let (digest, revision) = match &image.reference {
+        Reference::Digest(d) => (Some(d.clone()), d.clone()),
+        Reference::Tag(tag) => {
+            let digest = resolve(session, tag).await?;
+            let revision = digest
+                .as_ref()
+                .map_or_else(String::new, |d| format!("{tag}@{d}"));
+            (digest, revision)
+        }
+    };
+    if let (Some(d), Some(k)) = (&digest, known)
+        && d == k
+    {
+        return Ok(None);
+    }
+    // No digest in the HEAD answer: the manifest by tag, its digest computed.
+    let mut reference = digest.unwrap_or_else(|| image.reference().to_string());
+    let mut revision = revision;
+    let mut top = None;
+    for _ in 0..MAX_MANIFESTS {
+        let (body, content_type) = get_manifest(session, &reference).await?;
+        let actual = sha256(&body);
+        if reference.starts_with("sha256:") && actual != reference {
+            return Err(PullError::Bad(format!(
+                "the manifest of {} does not match its digest {reference}",
+                image.repo()
+            )));
+        }
+        if revision.is_empty() {
+            revision = format!("{}@{actual}", image.reference());
+            if known == Some(actual.as_str()) {
+                return Ok(None);
+            }
+        }
+        let top_digest = top.get_or_insert_with(|| actual.clone()).clone();
+        match manifest::parse(&body, content_type.as_deref()).map_err(PullError::Bad)? {
+            Manifest::Index(entries) => {
+                let chosen = manifest::choose(&entries, &options.platform).ok_or_else(|| {
+                    PullError::NoPlatform {
+                        platform: options.platform.to_string(),
+                        image: format!("{}@{top_digest}", image.repo()),
+                        listed: manifest::platforms(&entries),
+                    }
+                })?;
+                reference = chosen.digest.clone();
+            }
+            Manifest::Image(layers) => {
+                let named = format!("{}@{top_digest}", image.repo());
+                let data = read_data(
+                    session,
+                    options,
+                    &layers,
+                    &named,
+                    max_layer_bytes,
+                    max_bytes,
+                )
+                .await?;
+                return Ok(Some((data, revision)));
+            }
+        }
+    }
+    Err(PullError::Bad(format!(
+        "the image index of {} points to another index",
+        image.repo()
+    )))
+}
+
+/// The tag's digest, from one `HEAD` (`None`: the registry did not say it).
+async fn resolve(session: &mut Session<'_>, tag: &str) -> Result<Option<String>, PullError> {
+    let url = session.url("manifests", tag);
+    let response = session.send(Method::HEAD, &url, Some(ACCEPT)).await?;
+    if !response.status().is_success() {
+        return Err(status_error(
+            response.status(),
+            format!("the manifest of {}", session.image),
+            session.repo(),
+            Some(session.image.to_string()),
+        ));
+    }
+    Ok(response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .filter(|d| d.starts_with("sha256:"))
+        .map(str::to_string))
+}
+
+async fn get_manifest(
+    session: &mut Session<'_>,
+    reference: &str,
+) -> Result<(Vec<u8>, Option<String>), PullError> {
+    let url = session.url("manifests", reference);
+    let response = session.send(Method::GET, &url, Some(ACCEPT)).await?;
+    if !response.status().is_success() {
+        let shown = format!("{}:{reference}", session.repo()).replace(":sha256:", "@sha256:");
+        return Err(status_error(
+            response.status(),
+            format!("the manifest {shown}"),
+            session.repo(),
+            Some(shown),
+        ));
+    }
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = read_capped(response, MAX_MANIFEST_BYTES, "the manifest", session).await?;
+    Ok((body, content_type))
+}
+
+/// The data of an image (the file, layers top down) or of an artifact (its JSON layer).
+async fn read_data(
+    session: &mut Session<'_>,
+    options: &OciOptions,
+    layers: &[Descriptor],
+    named: &str,
+    max_layer_bytes: u64,
+    max_bytes: u64,
+) -> Result<Vec<u8>, PullError> {
+    if let Some(data) = layers
+        .iter()
+        .find(|l| DATA_TYPES.contains(&l.media_type.as_str()))
+    {
+        if data.size > max_bytes {
+            return Err(PullError::Bad(format!(
+                "the artifact's data is {} bytes, more than {max_bytes} (--max-output-bytes)",
+                data.size
+            )));
+        }
+        let response = get_blob(session, &data.digest).await?;
+        let body = read_capped(response, max_bytes, "the artifact's data", session).await?;
+        if sha256(&body) != data.digest {
+            return Err(PullError::Bad(format!(
+                "the artifact's data does not match its digest {}",
+                data.digest
+            )));
+        }
+        return Ok(body);
+    }
+    let path = options.path.clone();
+    let mut bounds = Bounds {
+        max_file: max_bytes,
+        layer_budget: max_layer_bytes,
+        layer_limit: max_layer_bytes,
+    };
+    for layer in layers.iter().rev() {
+        let compression = manifest::compression(&layer.media_type).ok_or_else(|| {
+            PullError::Bad(format!(
+                "layer {} has media type {:?}, which is not a filesystem layer or channel data",
+                layer.digest, layer.media_type
+            ))
+        })?;
+        if layer.size > bounds.layer_budget {
+            return Err(layers::LayerError::TooMuch {
+                path,
+                limit: max_layer_bytes,
+            }
+            .into());
+        }
+        let response = get_blob(session, &layer.digest).await?;
+        let (host, timeout) = (session.image.registry.clone(), session.timeout);
+        let stream = response
+            .bytes_stream()
+            .map_err(move |e| std::io::Error::other(Transport(describe(&e, &host, timeout))));
+        let blob = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
+        let (digest, size, wanted) = (layer.digest.clone(), layer.size, path.clone());
+        let (found, left) = tokio::task::spawn_blocking(move || {
+            let found = layers::search(blob, compression, &wanted, &digest, size, &mut bounds);
+            (found, bounds)
+        })
+        .await
+        .map_err(|e| PullError::Bad(format!("reading a layer failed: {e}")))?;
+        bounds = left;
+        match found? {
+            Found::File(data) => return Ok(data),
+            Found::Gone => break,
+            Found::Absent => {}
+        }
+    }
+    Err(PullError::NoFile {
+        path,
+        image: named.to_string(),
+    })
+}
+
+async fn get_blob(session: &mut Session<'_>, digest: &str) -> Result<reqwest::Response, PullError> {
+    let url = session.url("blobs", digest);
+    let response = session.send(Method::GET, &url, None).await?;
+    if !response.status().is_success() {
+        return Err(status_error(
+            response.status(),
+            format!("blob {digest} of {}", session.repo()),
+            session.repo(),
+            None,
+        ));
+    }
+    Ok(response)
+}

@@ -1,0 +1,237 @@
+//! Requests to one repository of one registry: authenticated as the registry asks
+//! (credentials sent up front when there are some, a `401` answered with Basic or the token
+//! flow), every address held to the egress policy, every failure said in words that carry
+//! nothing the registry sent.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::{Method, StatusCode};
+
+use super::PullError;
+use super::auth::{self, Challenge, Credentials};
+use crate::config::ImageRef;
+use crate::egress::{Policy, Refused};
+use crate::fetch;
+
+/// The largest token endpoint answer read.
+const MAX_TOKEN_BYTES: u64 = 64 << 10;
+
+pub struct Session<'a> {
+    pub http: reqwest::Client,
+    pub policy: &'a Policy,
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    pub image: &'a ImageRef,
+    pub credentials: Option<&'a Credentials>,
+    pub timeout: Duration,
+    /// The `Authorization` the registry accepted (or asked for) so far.
+    authorization: Option<String>,
+    /// Requests sent, for the logs (an unchanged image costs one).
+    pub requests: u32,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(
+        http: reqwest::Client,
+        policy: &'a Policy,
+        image: &'a ImageRef,
+        insecure: bool,
+        credentials: Option<&'a Credentials>,
+        timeout: Duration,
+    ) -> Self {
+        let scheme = if insecure { "http" } else { "https" };
+        Session {
+            http,
+            policy,
+            origin: format!("{scheme}://{}", image.registry),
+            image,
+            credentials,
+            timeout,
+            authorization: credentials.map(Credentials::basic),
+            requests: 0,
+        }
+    }
+
+    pub fn repo(&self) -> String {
+        self.image.repo()
+    }
+
+    pub fn url(&self, kind: &str, reference: &str) -> String {
+        format!(
+            "{}/v2/{}/{kind}/{reference}",
+            self.origin, self.image.repository
+        )
+    }
+
+    /// Sends a request; a `401` is answered once as the challenge asks, a second one is
+    /// [`PullError::Unauthorized`].
+    pub async fn send(
+        &mut self,
+        method: Method,
+        url: &str,
+        accept: Option<&str>,
+    ) -> Result<reqwest::Response, PullError> {
+        let mut answered = false;
+        loop {
+            let response = self
+                .raw(method.clone(), url, accept, self.authorization.clone())
+                .await?;
+            if response.status() != StatusCode::UNAUTHORIZED {
+                return Ok(response);
+            }
+            if answered {
+                return Err(self.unauthorized());
+            }
+            answered = true;
+            let header = response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            match header.as_deref().and_then(auth::challenge) {
+                Some(Challenge::Bearer {
+                    realm,
+                    service,
+                    scope,
+                }) => {
+                    let token = self.token(&realm, service, scope).await?;
+                    self.authorization = Some(format!("Bearer {token}"));
+                }
+                // Basic credentials were sent already, or there are none.
+                _ => return Err(self.unauthorized()),
+            }
+        }
+    }
+
+    fn unauthorized(&self) -> PullError {
+        PullError::Unauthorized {
+            repo: self.repo(),
+            had_credentials: self.credentials.is_some(),
+        }
+    }
+
+    async fn raw(
+        &mut self,
+        method: Method,
+        url: &str,
+        accept: Option<&str>,
+        authorization: Option<String>,
+    ) -> Result<reqwest::Response, PullError> {
+        // An IP literal is never resolved: the resolver cannot check it, this does.
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            fetch::check_literal(self.policy, &parsed)
+                .map_err(|r| PullError::Transport(r.to_string()))?;
+        }
+        let mut request = self.http.request(method, url);
+        if let Some(a) = accept {
+            request = request.header(ACCEPT, a);
+        }
+        if let Some(a) = authorization {
+            request = request.header(AUTHORIZATION, a);
+        }
+        self.requests = self.requests.saturating_add(1);
+        request
+            .send()
+            .await
+            .map_err(|e| PullError::Transport(describe(&e, &self.image.registry, self.timeout)))
+    }
+
+    /// The token flow: the realm is asked (with the credentials, when there are some) for
+    /// a pull token of this repository.
+    async fn token(
+        &mut self,
+        realm: &str,
+        service: Option<String>,
+        scope: Option<String>,
+    ) -> Result<String, PullError> {
+        let scope = scope.unwrap_or_else(|| format!("repository:{}:pull", self.image.repository));
+        let mut url = reqwest::Url::parse(realm).map_err(|_| {
+            PullError::Bad(format!(
+                "the registry's token realm of {} is not a URL",
+                self.repo()
+            ))
+        })?;
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(s) = &service {
+                q.append_pair("service", s);
+            }
+            q.append_pair("scope", &scope);
+        }
+        let basic = self.credentials.map(Credentials::basic);
+        let response = self.raw(Method::GET, url.as_str(), None, basic).await?;
+        if matches!(
+            response.status(),
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
+        ) {
+            return Err(self.unauthorized());
+        }
+        if !response.status().is_success() {
+            return Err(PullError::Status {
+                what: format!("the token endpoint of {}", self.repo()),
+                status: response.status().as_u16(),
+            });
+        }
+        let body = read_capped(response, MAX_TOKEN_BYTES, "the token answer", self).await?;
+        let token: auth::Token = serde_json::from_slice(&body).map_err(|_| {
+            PullError::Bad(format!("the token answer for {} is not JSON", self.repo()))
+        })?;
+        token.token.or(token.access_token).ok_or_else(|| {
+            PullError::Bad(format!(
+                "the token answer for {} holds no token",
+                self.repo()
+            ))
+        })
+    }
+}
+
+/// A body read whole, at most `max` bytes (more is an error naming `what`).
+pub async fn read_capped(
+    response: reqwest::Response,
+    max: u64,
+    what: &str,
+    session: &Session<'_>,
+) -> Result<Vec<u8>, PullError> {
+    if response.content_length().is_some_and(|l| l > max) {
+        return Err(PullError::Bad(format!("{what} is more than {max} bytes")));
+    }
+    let mut data = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            PullError::Transport(describe(&e, &session.image.registry, session.timeout))
+        })?;
+        if data.len().saturating_add(chunk.len()) as u64 > max {
+            return Err(PullError::Bad(format!("{what} is more than {max} bytes")));
+        }
+        data.extend_from_slice(&chunk);
+    }
+    Ok(data)
+}
+
+/// Why a request failed: TLS and name resolution said as such, the rest as json fetches
+/// say it (never with bytes the server sent).
+pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<Refused>() {
+            return c.to_string();
+        }
+        let tls = c.downcast_ref::<rustls::Error>().or_else(|| {
+            c.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|i| i.downcast_ref::<rustls::Error>())
+        });
+        if let Some(tls) = tls {
+            return format!("TLS with {host} failed: {tls}");
+        }
+        let text = c.to_string();
+        if text.contains("failed to lookup address") || text.contains("Name or service not known") {
+            return format!("cannot resolve {host}: {text}");
+        }
+        cause = c.source();
+    }
+    fetch::describe(e, timeout)
+}

@@ -1,0 +1,119 @@
+//! `validate --image REF`: a published channel image (or artifact) read with the
+//! operator's own pull code (`registry`), then checked with the same rules as a file. Run
+//! from a user's shell or a channel's CI: credentials come from the Docker or Podman login
+//! file, and no address is refused (the egress policy guards the operator's network, not
+//! the user's).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::{DEFAULT_PATH, ImageRef, OciOptions, Platform};
+use crate::egress::Policy;
+use crate::fetch::{Response, Validators};
+use crate::registry::{self, Access};
+
+use super::FileReport;
+
+/// How one image is read.
+#[derive(Clone, Debug)]
+pub struct ImageOptions {
+    /// The file in the image (default `/channel.json`).
+    pub path: Option<String>,
+    /// For an image index (default `linux/<this machine's architecture>`).
+    pub platform: Option<String>,
+    /// Plain HTTP.
+    pub insecure: bool,
+    /// A PEM file the registry's certificate chains to.
+    pub ca_file: Option<PathBuf>,
+    pub timeout: Duration,
+    pub max_output_bytes: u64,
+    pub max_layer_bytes: u64,
+}
+
+/// Reads and checks `image`; a pull that fails is a report with a read error.
+pub async fn check(image: &str, o: &ImageOptions) -> FileReport {
+    match pull(image, o).await {
+        Ok((name, data)) => super::report(&name, data),
+        Err(why) => super::unreadable(image, why),
+    }
+}
+
+async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let reference = ImageRef::parse(image)?;
+    let platform = match &o.platform {
+        Some(p) => {
+            Platform::parse(p).map_err(|e| e.replace("spec.options.platform", "--platform"))?
+        }
+        None => Platform::host(),
+    };
+    let path = o.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
+    if !path.starts_with('/') {
+        return Err(format!("--path {path:?} must be an absolute path"));
+    }
+    let ca_pem = match &o.ca_file {
+        Some(f) => Some(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
+        None => None,
+    };
+    let credentials = login_files()
+        .into_iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .find_map(|c| {
+            registry::auth::lookup(&c, &reference.registry)
+                .ok()
+                .flatten()
+        });
+    let options = OciOptions {
+        image: reference,
+        path,
+        image_pull_secrets: Vec::new(),
+        ca_secret: None,
+        insecure: o.insecure,
+        platform,
+        timeout: o.timeout,
+    };
+    let client = registry::Client::new(Policy::new(Vec::new(), Vec::new()), o.max_layer_bytes)
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    let access = Access {
+        credentials,
+        ca_pem,
+    };
+    match registry::pull(
+        &client,
+        &options,
+        &access,
+        &Validators::default(),
+        o.max_output_bytes,
+    )
+    .await
+    {
+        Response::Body { data, validators } => {
+            let revision = validators.etag.unwrap_or_default();
+            let digest = revision.rsplit('@').next().unwrap_or_default();
+            Ok((
+                format!("{}@{digest}:{}", options.image.repo(), options.path),
+                data,
+            ))
+        }
+        Response::Failed(why) => Err(why),
+        Response::NotModified => Err(format!("pulling {image}: the registry sent no data")),
+    }
+}
+
+/// Where `docker login`, `podman login` and `skopeo login` keep credentials, first found
+/// first used.
+fn login_files() -> Vec<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let mut files = Vec::new();
+    files.extend(env("REGISTRY_AUTH_FILE"));
+    files.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
+    match env("DOCKER_CONFIG") {
+        Some(d) => files.push(d.join("config.json")),
+        None => files.extend(env("HOME").map(|h| h.join(".docker/config.json"))),
+    }
+    files
+}

@@ -1,0 +1,741 @@
+//! `type: oci` channels against the local cluster and its test registry (Debian's
+//! docker-registry, basic auth, plain HTTP on 127.0.0.1:5050): channel images built as
+//! rancher/elemental-channels builds them (a busybox-like rootfs and `/channel.json`,
+//! one layer each) as OCI layouts, pushed with `skopeo`; an artifact (a JSON layer) pushed
+//! with the registry API. The operator runs on the host with loopback allowed for
+//! 127.0.0.1 only, and plain HTTP allowed.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine;
+use common::*;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::ResourceExt;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+
+const SYNC: Duration = Duration::from_secs(60);
+const FLAGS: [&str; 3] = [
+    "--json-allow-cidr=127.0.0.1/32",
+    "--allow-insecure-registries",
+    "--min-sync-interval=1s",
+];
+
+fn registry() -> String {
+    std::env::var("RANCHEROS_TEST_REGISTRY").unwrap_or_else(|_| "127.0.0.1:5050".into())
+}
+
+fn creds() -> (String, String) {
+    let user = std::env::var("RANCHEROS_TEST_REGISTRY_USER")
+        .expect("RANCHEROS_TEST_REGISTRY_USER (scripts/cluster env)");
+    let pass = std::env::var("RANCHEROS_TEST_REGISTRY_PASSWORD")
+        .expect("RANCHEROS_TEST_REGISTRY_PASSWORD (scripts/cluster env)");
+    (user, pass)
+}
+
+fn sha(data: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, data);
+    let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// A channel file shaped as Elemental publishes them: free-form `spec.metadata`.
+fn elemental(names: &[&str]) -> Value {
+    Value::Array(
+        names
+            .iter()
+            .map(|n| {
+                json!({
+                    "metadata": {"name": n},
+                    "spec": {
+                        "version": format!("v1.6.{}", n.len()),
+                        "type": "container",
+                        "metadata": {
+                            "upgradeImage": format!("registry.suse.com/suse/sl-micro/6.0/baremetal-os-container:{n}"),
+                            "displayName": format!("SL Micro {n}"),
+                            "platforms": ["linux/x86_64", "linux/aarch64"],
+                            "created": "2024-11-05T10:11:12Z",
+                            "baseImage": {"name": "sl-micro", "build": 42}
+                        }
+                    }
+                })
+            })
+            .collect(),
+    )
+}
+
+/// A tar stream of files.
+fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o755);
+        b.append_data(&mut h, name, *data).unwrap();
+    }
+    b.into_inner().unwrap()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// A busybox-like base layer (the channel image's rootfs).
+fn rootfs() -> Vec<u8> {
+    let busybox = std::fs::read("/bin/busybox").unwrap_or_else(|_| b"#!/bin/sh\n".to_vec());
+    tar_of(&[("bin/busybox", &busybox), ("bin/cp", b"#!/bin/busybox\n")])
+}
+
+/// An OCI image layout being written.
+struct Layout {
+    dir: PathBuf,
+}
+
+/// A layer: media type, blob, the uncompressed tar's digest.
+struct Layer(&'static str, Vec<u8>, String);
+
+const GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+const ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
+
+fn gz_layer(tar: &[u8]) -> Layer {
+    Layer(GZIP, gzip(tar), sha(tar))
+}
+
+impl Layout {
+    fn new(name: &str) -> Layout {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("oci-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+        Layout { dir }
+    }
+
+    fn blob(&self, data: &[u8]) -> (String, usize) {
+        let d = sha(data);
+        let hex = d.strip_prefix("sha256:").unwrap();
+        std::fs::write(self.dir.join("blobs/sha256").join(hex), data).unwrap();
+        (d, data.len())
+    }
+
+    /// Writes an image manifest (layers bottom first); its descriptor.
+    fn image(&self, layers: &[Layer], arch: &str) -> Value {
+        let config = json!({"architecture": arch, "os": "linux",
+            "config": {"Cmd": ["/bin/cp", "/channel.json", "/data/output"]},
+            "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| l.2.clone()).collect::<Vec<_>>()}});
+        let (cd, cs) = self.blob(config.to_string().as_bytes());
+        let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
+            "layers": layers.iter().map(|l| { let (d, s) = self.blob(&l.1); json!({"mediaType": l.0, "digest": d, "size": s}) }).collect::<Vec<_>>()});
+        let (d, s) = self.blob(manifest.to_string().as_bytes());
+        json!({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": s,
+            "platform": {"os": "linux", "architecture": arch}})
+    }
+
+    /// Writes an image index of these manifests; its descriptor.
+    fn index(&self, manifests: Vec<Value>) -> Value {
+        let index = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests});
+        let (d, s) = self.blob(index.to_string().as_bytes());
+        json!({"mediaType": "application/vnd.oci.image.index.v1+json", "digest": d, "size": s})
+    }
+
+    /// Tags `top` and pushes it with skopeo as `repo:tag`.
+    fn push(&self, mut top: Value, repo: &str, tag: &str) {
+        top["annotations"] = json!({"org.opencontainers.image.ref.name": tag});
+        let index = json!({"schemaVersion": 2, "manifests": [top]});
+        std::fs::write(self.dir.join("index.json"), index.to_string()).unwrap();
+        let (u, p) = creds();
+        let out = Command::new("skopeo")
+            .args([
+                "copy",
+                "--all",
+                "--preserve-digests",
+                "--dest-tls-verify=false",
+                "--dest-creds",
+                &format!("{u}:{p}"),
+            ])
+            .arg(format!("oci:{}:{tag}", self.dir.display()))
+            .arg(format!("docker://{}/{repo}:{tag}", registry()))
+            .output()
+            .expect("skopeo (installed by scripts/cluster up)");
+        assert!(
+            out.status.success(),
+            "skopeo copy: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Pushes the channel image `repo:tag` whose top layer holds `/channel.json`.
+fn push_channel(repo: &str, tag: &str, data: &Value) -> String {
+    let l = Layout::new(&format!("{}-{tag}", repo.replace('/', "-")));
+    let top = tar_of(&[("channel.json", data.to_string().as_bytes())]);
+    let desc = l.image(&[gz_layer(&rootfs()), gz_layer(&top)], "amd64");
+    l.push(desc.clone(), repo, tag);
+    desc["digest"].as_str().unwrap().to_string()
+}
+
+/// Pushes an artifact whose one layer is the channel data (application/json), with the
+/// registry's own API.
+async fn push_artifact(repo: &str, tag: &str, data: &Value) -> String {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (u, p) = creds();
+    let http = reqwest::Client::new();
+    let base = format!("http://{}/v2/{repo}", registry());
+    let put = |body: Vec<u8>| {
+        let (http, base, u, p) = (http.clone(), base.clone(), u.clone(), p.clone());
+        async move {
+            let start = http
+                .post(format!("{base}/blobs/uploads/"))
+                .basic_auth(&u, Some(&p))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(start.status(), 202, "starting an upload");
+            let loc = start.headers()["location"].to_str().unwrap().to_string();
+            let loc = if loc.starts_with("http") {
+                loc
+            } else {
+                format!("http://{}{loc}", registry())
+            };
+            let sep = if loc.contains('?') { '&' } else { '?' };
+            let done = http
+                .put(format!("{loc}{sep}digest={}", sha(&body)))
+                .basic_auth(&u, Some(&p))
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(done.status(), 201, "finishing an upload");
+        }
+    };
+    let body = data.to_string().into_bytes();
+    put(b"{}".to_vec()).await;
+    put(body.clone()).await;
+    let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.rancheros.channel.v1+json",
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha(b"{}"), "size": 2},
+        "layers": [{"mediaType": "application/json", "digest": sha(&body), "size": body.len()}]})
+    .to_string();
+    let r = http
+        .put(format!("{base}/manifests/{tag}"))
+        .basic_auth(&u, Some(&p))
+        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
+        .body(manifest.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "pushing the artifact manifest");
+    sha(manifest.as_bytes())
+}
+
+async fn pull_secret(t: &TestNs, name: &str, user: &str, pass: &str) {
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+    let config = json!({"auths": {registry(): {"auth": auth}}}).to_string();
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": config}}))
+    .unwrap();
+    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+fn oci(image: &str, extra: Value) -> Value {
+    let mut options =
+        json!({"image": image, "insecure": true, "imagePullSecrets": [{"name": "pull"}]});
+    options
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    json!({"type": "oci", "syncInterval": "1h", "options": options})
+}
+
+/// The registry requests the operator's last pulls of `image` took (its debug log).
+fn pull_requests(t: &TestNs, image: &str) -> Vec<u32> {
+    // Without the colours of the text log.
+    let mut log = String::new();
+    let mut escape = false;
+    for c in t.operator_log().chars() {
+        match (escape, c) {
+            (false, '\x1b') => escape = true,
+            (true, 'm') => escape = false,
+            (false, c) => log.push(c),
+            _ => {}
+        }
+    }
+    log.lines()
+        .filter(|l| l.contains("registry requests of one pull") && l.contains(image))
+        .filter_map(|l| {
+            l.split("requests=")
+                .nth(1)?
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag() {
+    let mut t = TestNs::new("oci-elemental").await;
+    let repo = format!("{}/elemental-channel", t.ns);
+    let data = elemental(&["sl-micro-6-0-a", "sl-micro-6-0-b"]);
+    let digest = push_channel(&repo, "v1", &data);
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let image = format!("{}/{repo}:v1", registry());
+    t.create_channel("elemental", oci(&image, json!({}))).await;
+    let ch = t.wait_ready("elemental", "Synchronized", SYNC).await;
+    assert_eq!(
+        ch.status.as_ref().unwrap().source_revision.as_deref(),
+        Some(format!("v1@{digest}").as_str())
+    );
+    // Every free-form key as published.
+    let versions = t.versions().await;
+    assert_eq!(versions.len(), 2);
+    for (v, want) in versions.iter().zip(data.as_array().unwrap()) {
+        assert_eq!(v.name_any(), want["metadata"]["name"].as_str().unwrap());
+        let got = serde_json::to_value(&v.spec).unwrap();
+        assert_eq!(
+            got["metadata"],
+            want["spec"]["metadata"],
+            "{}",
+            v.name_any()
+        );
+    }
+    assert_eq!(t.pods_created(), 0, "an oci channel creates no pod");
+    // Unchanged: one HEAD, the version deleted behind the operator's back comes back.
+    t.versions_api()
+        .delete("sl-micro-6-0-a", &Default::default())
+        .await
+        .unwrap();
+    let before = t.channel("elemental").await;
+    t.request_sync("elemental", "1").await;
+    let ch = t.wait_next_attempt("elemental", &before, SYNC).await;
+    assert!(
+        ready_message(&ch).contains("(the image's digest is unchanged)"),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(
+        t.version_names().await,
+        ["sl-micro-6-0-a", "sl-micro-6-0-b"]
+    );
+    assert_eq!(
+        pull_requests(&t, &image).last(),
+        Some(&1),
+        "an unchanged digest costs one HEAD"
+    );
+    // Re-pushed: the new digest is read.
+    let digest2 = push_channel(
+        &repo,
+        "v1",
+        &elemental(&["sl-micro-6-0-a", "sl-micro-6-0-b", "sl-micro-6-1"]),
+    );
+    assert_ne!(digest, digest2);
+    let before = t.channel("elemental").await;
+    t.request_sync("elemental", "2").await;
+    let ch = t.wait_next_attempt("elemental", &before, SYNC).await;
+    assert_eq!(
+        ch.status.as_ref().unwrap().source_revision.as_deref(),
+        Some(format!("v1@{digest2}").as_str())
+    );
+    assert_eq!(t.versions().await.len(), 3);
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn indexes_zstd_layers_and_json_artifacts_are_read() {
+    let mut t = TestNs::new("oci-kinds").await;
+    let ns = t.ns.clone();
+    // An index of two platforms, each with its own data.
+    let l = Layout::new(&format!("{ns}-index"));
+    let amd = l.image(
+        &[
+            gz_layer(&rootfs()),
+            gz_layer(&tar_of(&[(
+                "channel.json",
+                elemental(&["amd"]).to_string().as_bytes(),
+            )])),
+        ],
+        "amd64",
+    );
+    let arm = l.image(
+        &[
+            gz_layer(&rootfs()),
+            gz_layer(&tar_of(&[(
+                "channel.json",
+                elemental(&["arm"]).to_string().as_bytes(),
+            )])),
+        ],
+        "arm64",
+    );
+    l.push(l.index(vec![amd, arm]), &format!("{ns}/multi"), "v1");
+    // zstd layers, the file elsewhere than the default path.
+    let z = Layout::new(&format!("{ns}-zstd"));
+    let top = tar_of(&[(
+        "etc/channel/data.json",
+        elemental(&["zstd"]).to_string().as_bytes(),
+    )]);
+    let zstd = |t: &[u8]| {
+        Layer(
+            ZSTD,
+            ruzstd::encoding::compress_to_vec(t, ruzstd::encoding::CompressionLevel::Fastest),
+            sha(t),
+        )
+    };
+    let desc = z.image(&[zstd(&rootfs()), zstd(&top)], "amd64");
+    z.push(desc, &format!("{ns}/zstd"), "v1");
+    let artifact = push_artifact(&format!("{ns}/artifact"), "v1", &elemental(&["artifact"])).await;
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let r = registry();
+    t.create_channel(
+        "arm",
+        oci(
+            &format!("{r}/{ns}/multi:v1"),
+            json!({"platform": "linux/arm64"}),
+        ),
+    )
+    .await;
+    t.create_channel(
+        "zstd",
+        oci(
+            &format!("{r}/{ns}/zstd:v1"),
+            json!({"path": "/etc/channel/data.json"}),
+        ),
+    )
+    .await;
+    t.create_channel("artifact", oci(&format!("{r}/{ns}/artifact:v1"), json!({})))
+        .await;
+    for name in ["arm", "zstd"] {
+        t.wait_ready(name, "Synchronized", SYNC).await;
+    }
+    let ch = t.wait_ready("artifact", "Synchronized", SYNC).await;
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{artifact}")
+    );
+    assert_eq!(t.version_names().await, ["arm", "artifact", "zstd"]);
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn registry_failures_are_named_and_change_nothing() {
+    let mut t = TestNs::new("oci-failures").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    push_channel(&format!("{ns}/good"), "v1", &elemental(&["good"]));
+    // No /channel.json at all; and one deleted by a whiteout in the layer above it.
+    let l = Layout::new(&format!("{ns}-nofile"));
+    let nofile = l.image(&[gz_layer(&rootfs())], "amd64");
+    l.push(nofile.clone(), &format!("{ns}/nofile"), "v1");
+    let w = Layout::new(&format!("{ns}-whiteout"));
+    let lower = tar_of(&[(
+        "channel.json",
+        elemental(&["hidden"]).to_string().as_bytes(),
+    )]);
+    let upper = tar_of(&[(".wh.channel.json", b"")]);
+    let whiteout = w.image(
+        &[gz_layer(&rootfs()), gz_layer(&lower), gz_layer(&upper)],
+        "amd64",
+    );
+    w.push(whiteout.clone(), &format!("{ns}/whiteout"), "v1");
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    pull_secret(&t, "wrong", &creds().0, "not-the-password").await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let cases = [
+        (
+            "wrong-creds",
+            oci(
+                &format!("{r}/{ns}/good:v1"),
+                json!({"imagePullSecrets": [{"name": "wrong"}]}),
+            ),
+            format!(
+                "pulling {r}/{ns}/good:v1: 401 unauthorized for {r}/{ns}/good (the registry refused the credentials of imagePullSecrets)"
+            ),
+        ),
+        (
+            "anonymous",
+            oci(
+                &format!("{r}/{ns}/good:v1"),
+                json!({"imagePullSecrets": []}),
+            ),
+            format!(
+                "pulling {r}/{ns}/good:v1: 401 unauthorized for {r}/{ns}/good (no credentials for it in imagePullSecrets)"
+            ),
+        ),
+        (
+            "unknown-tag",
+            oci(&format!("{r}/{ns}/good:nope"), json!({})),
+            format!("pulling {r}/{ns}/good:nope: manifest unknown {r}/{ns}/good:nope"),
+        ),
+        (
+            "no-file",
+            oci(&format!("{r}/{ns}/nofile:v1"), json!({})),
+            format!(
+                "pulling {r}/{ns}/nofile:v1: no file /channel.json in {r}/{ns}/nofile@{}",
+                nofile["digest"].as_str().unwrap()
+            ),
+        ),
+        (
+            "whiteout",
+            oci(&format!("{r}/{ns}/whiteout:v1"), json!({})),
+            format!(
+                "pulling {r}/{ns}/whiteout:v1: no file /channel.json in {r}/{ns}/whiteout@{}",
+                whiteout["digest"].as_str().unwrap()
+            ),
+        ),
+        (
+            "denied",
+            oci(&format!("127.0.0.2:5050/{ns}/good:v1"), json!({})),
+            format!(
+                "pulling 127.0.0.2:5050/{ns}/good:v1: address 127.0.0.2 is not allowed (--json-deny-cidr)"
+            ),
+        ),
+        (
+            "no-secret",
+            oci(
+                &format!("{r}/{ns}/good:v1"),
+                json!({"imagePullSecrets": [{"name": "absent"}]}),
+            ),
+            format!(
+                "pulling {r}/{ns}/good:v1: imagePullSecrets: Secret absent not found in the channel's namespace"
+            ),
+        ),
+    ];
+    for (name, spec, _) in &cases {
+        t.create_channel(name, spec.clone()).await;
+    }
+    for (name, _, message) in &cases {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let got = ready_message(&ch);
+        assert!(
+            got.contains(message.as_str()),
+            "{name}: {got}\nwant: {message}"
+        );
+        assert_eq!(
+            ch.status.unwrap().failed_synchronization_attempts,
+            1,
+            "{name}"
+        );
+    }
+    assert!(
+        t.versions().await.is_empty(),
+        "a failed pull changes nothing"
+    );
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+/// The process of the operator this test started (found by the namespace it watches).
+fn operator_pid(ns: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no operator process for {ns}");
+}
+
+/// Peak resident memory (VmHWM) of a process, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A layer of `mib` MiB of zeros (gzip'd, written as it is made: the test holds none of it).
+fn zeros_layer(l: &Layout, mib: u64) -> Layer {
+    struct Hashing<W>(W, ring::digest::Context);
+    impl<W: Write> Write for Hashing<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = self.0.write(b)?;
+            self.1.update(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+    let path = l.dir.join("zeros.gz");
+    let gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut tar = tar::Builder::new(Hashing(
+        gz,
+        ring::digest::Context::new(&ring::digest::SHA256),
+    ));
+    let mut h = tar::Header::new_gnu();
+    h.set_size(mib << 20);
+    h.set_mode(0o644);
+    tar.append_data(&mut h, "var/zeros", std::io::repeat(0).take(mib << 20))
+        .unwrap();
+    let Hashing(gz, hash) = tar.into_inner().unwrap();
+    gz.finish().unwrap();
+    let hex: String = hash
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let blob = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    Layer(GZIP, blob, format!("sha256:{hex}"))
+}
+
+use std::io::Read as _;
+
+#[tokio::test]
+async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() {
+    let mut t = TestNs::new("oci-big-layer").await;
+    let ns = t.ns.clone();
+    let l = Layout::new(&format!("{ns}-big"));
+    let file = tar_of(&[(
+        "channel.json",
+        elemental(&["after-the-zeros"]).to_string().as_bytes(),
+    )]);
+    // Top down, the 200 MiB layer is read before the one with the file.
+    let desc = l.image(
+        &[gz_layer(&rootfs()), gz_layer(&file), zeros_layer(&l, 200)],
+        "amd64",
+    );
+    l.push(desc, &format!("{ns}/big"), "v1");
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let image = format!("{}/{ns}/big:v1", registry());
+    t.create_channel("big", oci(&image, json!({}))).await;
+    t.wait_ready("big", "Synchronized", SYNC).await;
+    assert_eq!(t.version_names().await, ["after-the-zeros"]);
+    let peak = peak_rss_kib(operator_pid(&ns));
+    assert!(
+        peak < 96 << 10,
+        "the operator's peak RSS was {peak} KiB after reading a 200 MiB layer"
+    );
+    t.kill_operator();
+    // Under a bound smaller than the layer: refused, naming the flag.
+    let mut flags = FLAGS.to_vec();
+    flags.push("--max-layer-bytes=64Mi");
+    install_crds(&t.client).await;
+    t.start_operator(&flags);
+    t.patch_spec("big", json!({"options": {"timeout": "31s"}}))
+        .await;
+    let ch = t.wait_ready("big", "FailedToSync", SYNC).await;
+    assert!(ready_message(&ch).contains(&format!("pulling {image}: the layers read to find /channel.json are more than 67108864 bytes (--max-layer-bytes)")), "{}", ready_message(&ch));
+    assert_eq!(
+        t.version_names().await,
+        ["after-the-zeros"],
+        "nothing changed"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn validate_image_reads_a_channel_image_with_the_operator_rules() {
+    let t = TestNs::new("oci-validate").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    push_channel(
+        &format!("{ns}/good"),
+        "v1",
+        &elemental(&["good-a", "good-b"]),
+    );
+    let bad = json!([{"metadata": {"name": "Bad_Name"}, "spec": {"type": "container"}}]);
+    push_channel(&format!("{ns}/bad"), "v1", &bad);
+    let (u, p) = creds();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+    let auth_file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}-auth.json"));
+    std::fs::write(
+        &auth_file,
+        json!({"auths": {r.clone(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    let validate = |image: String, with_auth: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"));
+        c.args([
+            "validate",
+            "--insecure",
+            "--format",
+            "json",
+            "--image",
+            &image,
+        ]);
+        c.env_remove("DOCKER_CONFIG")
+            .env("HOME", "/nonexistent")
+            .env_remove("XDG_RUNTIME_DIR");
+        if with_auth {
+            c.env("REGISTRY_AUTH_FILE", &auth_file);
+        } else {
+            c.env_remove("REGISTRY_AUTH_FILE");
+        }
+        let o = c.output().unwrap();
+        let doc: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| json!({"stderr": String::from_utf8_lossy(&o.stderr)}));
+        (o.status.code(), doc)
+    };
+    let (code, doc) = validate(format!("{r}/{ns}/good:v1"), true);
+    assert_eq!(code, Some(0), "{doc}");
+    assert_eq!(doc["files"][0]["versions"], 2, "{doc}");
+    assert!(
+        doc["files"][0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with(":/channel.json"),
+        "{doc}"
+    );
+    let (code, doc) = validate(format!("{r}/{ns}/bad:v1"), true);
+    assert_eq!(code, Some(1), "{doc}");
+    let paths: Vec<&str> = doc["files"][0]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["path"].as_str())
+        .collect();
+    assert!(paths.contains(&"[0].metadata.name"), "{doc}");
+    let (code, doc) = validate(format!("{r}/{ns}/good:v1"), false);
+    assert_eq!(code, Some(1), "{doc}");
+    let why = doc["files"][0]["read_error"].as_str().unwrap();
+    assert!(
+        why.contains(&format!("401 unauthorized for {r}/{ns}/good")),
+        "{why}"
+    );
+    let (code, doc) = validate(format!("{r}/{ns}/good:nope"), true);
+    assert_eq!(code, Some(1));
+    let why = doc["files"][0]["read_error"].as_str().unwrap();
+    assert!(
+        why.ends_with(&format!("manifest unknown {r}/{ns}/good:nope")),
+        "{why}"
+    );
+    t.cleanup().await;
+}
