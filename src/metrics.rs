@@ -86,6 +86,8 @@ pub struct Metrics {
     pub leader: Gauge,
     pub queue: Gauge,
     pub channels: ChannelGauges,
+    pub webhook_requests: Family<ResultLabel, Counter>,
+    pub webhook_syncs: Counter,
     /// Set once the controllers run (or wait for leadership): `/readyz` answers 200.
     pub ready: AtomicBool,
 }
@@ -104,8 +106,20 @@ impl Default for Metrics {
             leader: Gauge::default(),
             queue: Gauge::default(),
             channels: ChannelGauges::default(),
+            webhook_requests: Family::default(),
+            webhook_syncs: Counter::default(),
             ready: AtomicBool::new(false),
         };
+        registry.register(
+            "webhook_requests",
+            "Requests to the registry webhook, by result (accepted, unauthorized, bad_request, unavailable)",
+            metrics.webhook_requests.clone(),
+        );
+        registry.register(
+            "webhook_sync_requests",
+            "Sync requests (channel annotations) written because a registry push moved a channel's image",
+            metrics.webhook_syncs.clone(),
+        );
         registry.register(
             "reconciliations",
             "Reconciliations of channels",
@@ -223,6 +237,17 @@ impl Metrics {
     /// `delete_version`, `status`.
     pub fn wrote(&self, operation: &'static str) {
         self.writes.get_or_create(&WriteLabel { operation }).inc();
+    }
+
+    pub fn webhook_request(&self, result: &'static str) {
+        self.webhook_requests
+            .get_or_create(&ResultLabel { result })
+            .inc();
+    }
+
+    pub fn webhook_syncs_requested(&self, channels: usize) {
+        self.webhook_syncs
+            .inc_by(u64::try_from(channels).unwrap_or(u64::MAX));
     }
 
     pub fn status_written(&self) {

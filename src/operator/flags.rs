@@ -76,6 +76,15 @@ pub struct OperatorArgs {
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
+    /// Where to serve the registry webhook (`POST /hook/registry`): a push of an image
+    /// tag requests a sync of the custom and oci channels whose image names it. Off unless
+    /// given; needs --webhook-token-file.
+    #[arg(long, env = "WEBHOOK_ADDRESS", requires = "webhook_token_file")]
+    pub webhook_address: Option<SocketAddr>,
+    /// File holding the bearer token the webhook's callers must send (read on every
+    /// request, so a rotated Secret needs no restart).
+    #[arg(long, env = "WEBHOOK_TOKEN_FILE", value_name = "PATH")]
+    pub webhook_token_file: Option<PathBuf>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

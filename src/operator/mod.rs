@@ -41,6 +41,11 @@ pub enum OperatorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot serve the registry webhook on {addr}: {source}")]
+    Webhook {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot build the HTTP client for json channels: {0}")]
     Http(String),
     #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
@@ -153,6 +158,27 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         })
     };
 
+    let webhook = match (args.webhook_address, &args.webhook_token_file) {
+        (Some(addr), Some(token_file)) => {
+            let hook = Arc::new(crate::webhook::Hook::new(
+                client.clone(),
+                args.namespaces.clone(),
+                token_file.clone(),
+                metrics.clone(),
+            ));
+            let mut stop = stop_rx.clone();
+            let listener = crate::webhook::serve(addr, hook, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+            Some(tokio::spawn(async move {
+                listener
+                    .await
+                    .map_err(|source| OperatorError::Webhook { addr, source })
+            }))
+        }
+        _ => None,
+    };
+
     let settings = Settings {
         operator_image: args.operator_image.clone(),
         sync_timeout: args.sync_timeout,
@@ -211,6 +237,16 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         }
     } else {
         server.abort();
+    }
+    if let Some(webhook) = webhook {
+        if webhook.is_finished() {
+            match webhook.await {
+                Ok(r) => r?,
+                Err(e) => warn!("the registry webhook ended abnormally: {e}"),
+            }
+        } else {
+            webhook.abort();
+        }
     }
     result
 }

@@ -1,0 +1,231 @@
+//! Image references (`[host[:port]/]path[:tag][@sha256:hex]`), read the way container
+//! runtimes read them: a first component with a `.` or `:`, or `localhost`, is the
+//! registry; otherwise the registry is Docker Hub and a one-part path is under `library/`.
+//! Two spellings of one image (`busybox` and `docker.io/library/busybox:latest`) compare
+//! equal once parsed.
+
+use std::fmt;
+
+/// Docker Hub, however it is spelled.
+const DOCKER_HUB: &str = "docker.io";
+const DOCKER_HUB_ALIASES: [&str; 3] = ["docker.io", "index.docker.io", "registry-1.docker.io"];
+/// Longest reference accepted (what the CRD allows an image field, with room).
+const MAX_REFERENCE: usize = 4096;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reference {
+    /// The registry host, with its port if any, lowercase; Docker Hub as `docker.io`.
+    pub registry: String,
+    /// The repository path inside the registry (`library/busybox`, `rancher/channel`).
+    pub repository: String,
+    /// The tag; `latest` when the reference names neither a tag nor a digest.
+    pub tag: Option<String>,
+    /// `sha256:<hex>` when the reference pins a digest.
+    pub digest: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("an image reference may not be empty")]
+    Empty,
+    #[error("an image reference is at most {MAX_REFERENCE} bytes")]
+    TooLong,
+    #[error("{0:?} is not an image reference ([host[:port]/]path[:tag][@sha256:hex])")]
+    Malformed(String),
+}
+
+impl Reference {
+    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
+        if text.is_empty() {
+            return Err(ReferenceError::Empty);
+        }
+        if text.len() > MAX_REFERENCE {
+            return Err(ReferenceError::TooLong);
+        }
+        let malformed = || ReferenceError::Malformed(crate::text::head(text, 200));
+        let (name, digest) = match text.split_once('@') {
+            Some((name, digest)) => {
+                let hex = digest.strip_prefix("sha256:").ok_or_else(malformed)?;
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(malformed());
+                }
+                (name, Some(digest.to_ascii_lowercase()))
+            }
+            None => (text, None),
+        };
+        // A tag follows the last `:` after the last `/` (a `:` before it is a port).
+        let last_part = name.rsplit('/').next().unwrap_or(name);
+        let (path, tag) = match last_part.rsplit_once(':') {
+            Some((_, tag)) => {
+                let cut = name.len().saturating_sub(tag.len()).saturating_sub(1);
+                (name.get(..cut).unwrap_or(name), Some(tag.to_string()))
+            }
+            None => (name, None),
+        };
+        let (registry, repository) = match path.split_once('/') {
+            Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" => {
+                (first.to_ascii_lowercase(), rest.to_string())
+            }
+            _ => (DOCKER_HUB.to_string(), path.to_string()),
+        };
+        let registry = if DOCKER_HUB_ALIASES.contains(&registry.as_str()) {
+            DOCKER_HUB.to_string()
+        } else {
+            registry
+        };
+        let repository = if registry == DOCKER_HUB && !repository.contains('/') {
+            format!("library/{repository}")
+        } else {
+            repository
+        };
+        let component_ok = |c: &str| {
+            !c.is_empty()
+                && c.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+                })
+        };
+        if !repository.split('/').all(component_ok) {
+            return Err(malformed());
+        }
+        if let Some(tag) = &tag {
+            let tag_ok = !tag.is_empty()
+                && tag.len() <= 128
+                && tag
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+            if !tag_ok {
+                return Err(malformed());
+            }
+        }
+        let tag = match (tag, &digest) {
+            (None, None) => Some("latest".to_string()),
+            (tag, _) => tag,
+        };
+        Ok(Reference {
+            registry,
+            repository,
+            tag,
+            digest,
+        })
+    }
+
+    /// Whether a push of `registry/repository:tag` changes what this reference names: the
+    /// same repository and tag (a reference pinned by digest alone never moves).
+    pub fn moved_by(&self, registry: &str, repository: &str, tag: &str) -> bool {
+        let registry = registry.to_ascii_lowercase();
+        let registry = if DOCKER_HUB_ALIASES.contains(&registry.as_str()) {
+            DOCKER_HUB
+        } else {
+            registry.as_str()
+        };
+        self.digest.is_none()
+            && self.registry == registry
+            && self.repository == repository
+            && self.tag.as_deref() == Some(tag)
+    }
+}
+
+impl fmt::Display for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.registry, self.repository)?;
+        if let Some(tag) = &self.tag {
+            write!(f, ":{tag}")?;
+        }
+        if let Some(digest) = &self.digest {
+            write!(f, "@{digest}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Reference {
+        Reference::parse(text).unwrap()
+    }
+
+    #[test]
+    fn docker_hub_names_are_completed_as_runtimes_complete_them() {
+        assert_eq!(
+            parse("busybox").to_string(),
+            "docker.io/library/busybox:latest"
+        );
+        assert_eq!(
+            parse("busybox:1.36").to_string(),
+            "docker.io/library/busybox:1.36"
+        );
+        assert_eq!(
+            parse("rancher/elemental-channel:v1").to_string(),
+            "docker.io/rancher/elemental-channel:v1"
+        );
+        assert_eq!(parse("index.docker.io/library/busybox"), parse("busybox"));
+    }
+
+    #[test]
+    fn a_first_component_with_a_dot_a_port_or_localhost_is_the_registry() {
+        let r = parse("127.0.0.1:5050/hook/channel:v2");
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.tag.as_deref()),
+            ("127.0.0.1:5050", "hook/channel", Some("v2"))
+        );
+        let r = parse("registry.example.com/a/b/c");
+        assert_eq!(
+            (r.registry.as_str(), r.tag.as_deref()),
+            ("registry.example.com", Some("latest"))
+        );
+        assert_eq!(parse("localhost/x").registry, "localhost");
+        // A port without a tag: the `:` belongs to the host.
+        let r = parse("localhost:5000/x");
+        assert_eq!(
+            (r.registry.as_str(), r.tag.as_deref()),
+            ("localhost:5000", Some("latest"))
+        );
+    }
+
+    #[test]
+    fn digests_pin_and_are_never_moved_by_a_push() {
+        let hex = "a".repeat(64);
+        let r = parse(&format!("reg.io/x@sha256:{hex}"));
+        assert_eq!(
+            (r.tag, r.digest.as_deref()),
+            (None, Some(format!("sha256:{hex}").as_str()))
+        );
+        assert!(!parse(&format!("reg.io/x:v1@sha256:{hex}")).moved_by("reg.io", "x", "v1"));
+        assert!(Reference::parse("reg.io/x@sha256:abc").is_err());
+        assert!(Reference::parse("reg.io/x@md5:abc").is_err());
+    }
+
+    #[test]
+    fn pushes_move_the_same_repository_and_tag_only() {
+        let r = parse("127.0.0.1:5050/hook/channel:v1");
+        assert!(r.moved_by("127.0.0.1:5050", "hook/channel", "v1"));
+        assert!(!r.moved_by("127.0.0.1:5050", "hook/channel", "v2"));
+        assert!(!r.moved_by("127.0.0.1:5051", "hook/channel", "v1"));
+        assert!(!r.moved_by("127.0.0.1:5050", "hook/other", "v1"));
+        assert!(parse("busybox").moved_by("registry-1.docker.io", "library/busybox", "latest"));
+        assert!(parse("Reg.IO/x:v1").moved_by("reg.io", "x", "v1"));
+    }
+
+    #[test]
+    fn malformed_references_are_refused_with_the_text_cut() {
+        for bad in [
+            "",
+            "UPPER/case",
+            "a//b",
+            "x:",
+            "x:t@g",
+            "reg.io/",
+            &"a".repeat(5000),
+        ] {
+            assert!(Reference::parse(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("{}\u{1b}[31m", "é".repeat(300));
+        let message = Reference::parse(&long).unwrap_err().to_string();
+        assert!(
+            message.len() < 400 && !message.contains('\u{1b}'),
+            "{message}"
+        );
+    }
+}
