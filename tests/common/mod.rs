@@ -481,7 +481,7 @@ fn ready_generation(ch: &ManagedOSVersionChannel) -> Option<i64> {
 
 /// What changes with every finished sync attempt. Times have one-second resolution, so
 /// the generation, the on-demand request and the failure count are part of it too.
-fn attempt_time(ch: &ManagedOSVersionChannel) -> String {
+pub fn attempt_time(ch: &ManagedOSVersionChannel) -> String {
     let Some(s) = ch.status.as_ref() else {
         return String::new();
     };

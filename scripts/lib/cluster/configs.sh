@@ -65,7 +65,9 @@ write_configs() {
 	openssl rand -hex 16 >"$REGISTRY_PASSWORD_FILE"
 	chmod 600 "$REGISTRY_PASSWORD_FILE"
 	htpasswd -Bbc "$CONF_DIR/registry.htpasswd" "$REGISTRY_USER" "$(cat "$REGISTRY_PASSWORD_FILE")" 2>/dev/null
-	render registry.yml REGISTRY_SECRET="$(openssl rand -hex 16)" >"$CONF_DIR/registry.yml"
+	openssl rand -hex 24 >"$WEBHOOK_TOKEN_FILE"
+	chmod 600 "$WEBHOOK_TOKEN_FILE"
+	render registry.yml REGISTRY_SECRET="$(openssl rand -hex 16)" WEBHOOK_TOKEN="$(cat "$WEBHOOK_TOKEN_FILE")" >"$CONF_DIR/registry.yml"
 
 	render cni.conflist POD_GW="$(pod_gw)" >"$CNI_CONF_DIR/10-rancheros.conflist"
 	render kubelet.yaml POD_GW="$(pod_gw)" >"$CONF_DIR/kubelet.yaml"

@@ -22,6 +22,10 @@ TEMPLATES_DIR="$SCRIPTS_DIR/lib/cluster/templates"
 REGISTRY_ADDR="127.0.0.1:5050"
 REGISTRY_USER="rancheros"
 REGISTRY_PASSWORD_FILE="$CONF_DIR/registry.password"
+# The registry notifies pushes to this address (the tests of the operator's registry
+# webhook listen there, one at a time), with this bearer token.
+WEBHOOK_ADDR="127.0.0.1:18480"
+WEBHOOK_TOKEN_FILE="$CONF_DIR/webhook.token"
 # Paths that kubelet/containerd/CNI use no matter what they are told; removed by `down`
 # when they did not exist before `up`.
 FIXED_HOST_PATHS="/var/log/pods /var/log/containers /var/lib/kubelet /var/lib/cni /run/containerd /var/run/netns /run/netns /etc/cni /opt/cni /opt/containerd"
