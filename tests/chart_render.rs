@@ -429,6 +429,61 @@ fn other_values_render_as_documented() {
     );
 }
 
+#[test]
+fn the_webhook_is_off_by_default_and_on_renders_its_service_token_and_flags() {
+    let docs = render(&[]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(env_value(&c, "WEBHOOK_ADDRESS"), None);
+    assert!(!names_of(&docs, "Service").contains(&"rel-rancheros-operator-webhook".to_string()));
+    assert!(of_kind(&docs, "Secret").is_empty());
+
+    // On, with a token given: a Secret with it, mounted where the flag points.
+    let docs = render(&["--set", "webhook.enabled=true,webhook.token=s3cret"]);
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(
+        env_value(&c, "WEBHOOK_ADDRESS"),
+        Some(json!("0.0.0.0:8090"))
+    );
+    let file = env_value(&c, "WEBHOOK_TOKEN_FILE").unwrap();
+    let mount = &c["volumeMounts"][0];
+    assert_eq!(mount["name"], "webhook-token");
+    assert_eq!(
+        format!("{}/token", mount["mountPath"].as_str().unwrap()),
+        file.as_str().unwrap()
+    );
+    let secret = find(&docs, "Secret", "rel-rancheros-operator-webhook");
+    assert_eq!(secret["data"]["token"], "czNjcmV0", "base64 of s3cret");
+    let service = find(&docs, "Service", "rel-rancheros-operator-webhook");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "webhook");
+    assert!(
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 8090)
+    );
+
+    // No token given: one is generated (40 characters).
+    let docs = render(&["--set", "webhook.enabled=true"]);
+    let secret = find(&docs, "Secret", "rel-rancheros-operator-webhook");
+    let token = secret["data"]["token"].as_str().unwrap();
+    assert_eq!(token.len(), 56, "base64 of 40 characters: {token}");
+
+    // An existing Secret: none rendered, its key mounted as the token file.
+    let docs = render(&[
+        "--set",
+        "webhook.enabled=true,webhook.existingSecret=mine,webhook.existingSecretKey=k",
+    ]);
+    assert!(of_kind(&docs, "Secret").is_empty());
+    let dep = find(&docs, "Deployment", "rel-rancheros-operator");
+    let volume = &dep["spec"]["template"]["spec"]["volumes"][0];
+    assert_eq!(volume["secret"]["secretName"], "mine");
+    assert_eq!(
+        volume["secret"]["items"][0],
+        json!({"key": "k", "path": "token"})
+    );
+}
+
 /// The names of the rendered objects of `kind`, sorted.
 fn names_of(docs: &[Value], kind: &str) -> Vec<String> {
     let mut names: Vec<String> = of_kind(docs, kind)

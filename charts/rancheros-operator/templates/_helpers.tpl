@@ -115,3 +115,8 @@ labels (a constraint selects the pods it spreads; without one it counts nothing)
 {{- end }}
 {{- toYaml $out }}
 {{- end }}
+
+{{/* The Secret holding the webhook's bearer token. */}}
+{{- define "rancheros-operator.webhookSecret" -}}
+{{- .Values.webhook.existingSecret | default (printf "%s-webhook" (include "rancheros-operator.fullname" .)) -}}
+{{- end }}
