@@ -30,6 +30,9 @@ pub const ORPHANED_FROM_ANNOTATION: &str = "rancheros.cattle.io/orphaned-from-ch
 pub const READY: &str = "Ready";
 pub const RECONCILING: &str = "Reconciling";
 pub const STALLED: &str = "Stalled";
+/// Condition of an `oci` channel with `spec.verify`: whether the last image read was
+/// verified (True, `Verified`) or refused (False, `VerificationFailed`).
+pub const SOURCE_VERIFIED: &str = "SourceVerified";
 
 /// `Ready` reasons, exactly as users and tools see them.
 pub mod reason {
@@ -42,6 +45,10 @@ pub mod reason {
     pub const SUSPENDED: &str = "Suspended";
     /// `Reconciling` while a failed sync waits for its retry (as Flux's controllers say it).
     pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
+    /// `SourceVerified` True: the image's cosign signature verified.
+    pub const VERIFIED: &str = "Verified";
+    /// `SourceVerified` False: no signature of the image verified against the key.
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
 }
 
 /// A source of available OS versions. The operator keeps one `ManagedOSVersion` per
@@ -144,6 +151,30 @@ pub struct ManagedOSVersionChannelSpec {
     /// What becomes of the channel's versions when the channel is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_policy: Option<VersionPolicy>,
+    /// Signature verification of an `oci` channel's image: its data is used only when the
+    /// digest's cosign signature verifies against the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// `spec.verify`: how an `oci` channel's image is verified.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verify {
+    /// `cosign`: the signature stored beside the image (the `sha256-<hex>.sig` tag), checked
+    /// against a public key.
+    #[schemars(schema_with = "verify_provider")]
+    pub provider: String,
+    /// The Secret of the channel's namespace whose `cosign.pub` holds the public key (PEM).
+    pub secret_ref: SecretRef,
+}
+
+/// A Secret of the channel's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct SecretRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// What becomes of a channel's versions.
@@ -329,6 +360,14 @@ fn on_channel_delete(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "string",
         "enum": ["Delete", "Orphan"],
         "description": "`Delete` (default): deleting the channel deletes its versions (owner references). `Orphan`: they stay, flagged no longer in sync, without the owner reference, and a channel of the same name created later adopts them."
+    })
+}
+
+fn verify_provider(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["cosign"],
+        "description": "`cosign`: the signature stored beside the image (the `sha256-<hex>.sig` tag), checked against a public key."
     })
 }
 

@@ -85,6 +85,9 @@ pub enum SyncFailure {
     /// A json channel's source could not be read.
     #[error("{0}")]
     Fetch(String),
+    /// An oci channel's image whose signature did not verify (`spec.verify`).
+    #[error("{0}")]
+    Unverified(String),
     #[error(
         "the channel data lists {count} entries, more than the {limit} a channel may list (--max-versions-per-channel); nothing was changed"
     )]
@@ -158,13 +161,14 @@ impl SyncFailure {
             SyncFailure::InvalidData(_) => "invalid_data",
             SyncFailure::Conflict(_) => "conflict",
             SyncFailure::Fetch(_) => "fetch",
+            SyncFailure::Unverified(_) => "unverified",
             SyncFailure::TooManyVersions { .. } => "too_many_versions",
             SyncFailure::TooManyBytes { .. } => "too_many_bytes",
         }
     }
 
     /// Every variant's metrics label, so that each series exists from the start.
-    pub const KINDS: [&'static str; 15] = [
+    pub const KINDS: [&'static str; 16] = [
         "api",
         "pod_refused",
         "foreign_pod",
@@ -178,6 +182,7 @@ impl SyncFailure {
         "invalid_data",
         "conflict",
         "fetch",
+        "unverified",
         "too_many_versions",
         "too_many_bytes",
     ];
@@ -258,6 +263,7 @@ mod tests {
             SyncFailure::InvalidData(String::new()),
             SyncFailure::Conflict(String::new()),
             SyncFailure::Fetch(String::new()),
+            SyncFailure::Unverified(String::new()),
             SyncFailure::TooManyVersions { count: 2, limit: 1 },
             SyncFailure::TooManyBytes { bytes: 2, limit: 1 },
         ];

@@ -43,6 +43,8 @@ pub enum Response {
     NotModified,
     /// Why the fetch failed, as one line for the channel's status.
     Failed(String),
+    /// An oci image whose signature did not verify (`spec.verify`): its data is not used.
+    Unverified(String),
 }
 
 /// The client every json channel shares (its TLS provider is installed by the operator),

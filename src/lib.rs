@@ -28,6 +28,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod cosign;
 pub mod crds;
 pub mod display;
 pub mod duration;

@@ -67,6 +67,10 @@ enum Command {
         /// A PEM file the --image registry's certificate chains to.
         #[arg(long, requires = "images")]
         ca_file: Option<PathBuf>,
+        /// A cosign public key (cosign.pub): the --image digest must carry a cosign
+        /// signature by it, as an oci channel with spec.verify requires.
+        #[arg(long, value_name = "FILE", requires = "images")]
+        key: Option<PathBuf>,
         /// `text` for people (like a compiler's diagnostics), `json` for tools (see docs/validate.md).
         #[arg(long, value_enum, default_value = "text")]
         format: validate::Format,
@@ -182,6 +186,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             platform,
             insecure,
             ca_file,
+            key,
         } => {
             if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
                 clap::Error::raw(
@@ -196,6 +201,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                 platform,
                 insecure,
                 ca_file,
+                key_file: key,
                 timeout: std::time::Duration::from_secs(60),
                 max_output_bytes: 16 << 20,
                 max_layer_bytes: 512 << 20,

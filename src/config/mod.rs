@@ -158,7 +158,11 @@ pub fn resolve(
     let source = match spec.type_.as_str() {
         "custom" => Source::Custom(Box::new(custom_options(options, limits)?)),
         "json" => Source::Json(json_options(options, limits)?),
-        "oci" => Source::Oci(Box::new(oci::oci_options(options, limits)?)),
+        "oci" => {
+            let mut oci = oci::oci_options(options, limits)?;
+            oci.verify_secret = spec.verify.as_ref().map(|v| v.secret_ref.name.clone());
+            Source::Oci(Box::new(oci))
+        }
         "" => return Err("spec.type: required; use \"custom\", \"json\" or \"oci\"".into()),
         other => {
             return Err(format!(
@@ -167,6 +171,25 @@ pub fn resolve(
             ));
         }
     };
+    if let Some(v) = &spec.verify {
+        if !matches!(source, Source::Oci(_)) {
+            return Err(format!(
+                "spec.verify: only oci channels are verified (this one is {})",
+                spec.type_
+            ));
+        }
+        if v.provider != "cosign" {
+            return Err(format!(
+                "spec.verify.provider: {:?} is not a provider; use \"cosign\"",
+                crate::text::head(&v.provider, 64)
+            ));
+        }
+        if v.secret_ref.name.is_empty() {
+            return Err(
+                "spec.verify.secretRef.name: required: the Secret holding cosign.pub".into(),
+            );
+        }
+    }
     let registry = spec
         .registry
         .as_deref()

@@ -39,6 +39,9 @@ pub struct OciOptions {
     pub insecure: bool,
     pub platform: Platform,
     pub timeout: Duration,
+    /// `spec.verify.secretRef.name`: the Secret whose `cosign.pub` must have signed the
+    /// image's digest.
+    pub verify_secret: Option<String>,
 }
 
 /// An image reference: `[host[:port]/]repository(:tag|@sha256:hex)`.
@@ -240,6 +243,7 @@ pub(super) fn oci_options(
         platform,
         timeout: timeout(options, limits)?
             .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
+        verify_secret: None,
     })
 }
 

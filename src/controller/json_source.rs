@@ -73,6 +73,7 @@ impl<I: ChannelIo> Context<I> {
                 None => Fetched::Failed(remote.unexplained_not_modified()),
             },
             Response::Failed(why) => Fetched::Failed(why),
+            Response::Unverified(why) => Fetched::Unverified(why),
         }
     }
 

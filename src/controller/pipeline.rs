@@ -237,7 +237,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             let fetched = ctx.fetch(self.key, &self.uid, &remote).await;
             let bytes = match &fetched {
                 Fetched::Body { data, .. } => data.len(),
-                Fetched::Failed(_) => 0,
+                Fetched::Failed(_) | Fetched::Unverified(_) => 0,
             };
             *data = Context::<I>::keep_data(reserved, bytes);
             self.seen.fetched = Some((remote.key(), fetched));

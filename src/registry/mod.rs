@@ -21,6 +21,7 @@ pub mod manifest;
 mod pull;
 pub mod secrets;
 mod session;
+mod signature;
 
 pub use auth::Credentials;
 pub use pull::pull;
@@ -75,6 +76,8 @@ fn builder(policy: Arc<Policy>) -> reqwest::ClientBuilder {
 pub struct Access {
     pub credentials: Option<Credentials>,
     pub ca_pem: Option<Vec<u8>>,
+    /// `cosign.pub` of `spec.verify`'s Secret: the key the image's digest must be signed by.
+    pub verify_key: Option<Vec<u8>>,
 }
 
 /// Why a pull failed, as one line (after "pulling IMAGE: ").
@@ -102,6 +105,9 @@ pub enum PullError {
     Layer(#[from] layers::LayerError),
     #[error("{0}")]
     Bad(String),
+    /// The signature check of `spec.verify` refused the image (its data is not used).
+    #[error("{0}")]
+    Unverified(String),
 }
 
 /// The failure of a manifest or blob answer that is not a success.

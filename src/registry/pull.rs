@@ -8,7 +8,7 @@ use tracing::debug;
 use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
 use super::session::{Session, describe, read_capped};
-use super::{Access, Client, PullError, sha256, status_error};
+use super::{Access, Client, PullError, sha256, signature, status_error};
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
 
@@ -44,6 +44,7 @@ pub async fn pull(
         let result = run(
             &mut session,
             options,
+            access.verify_key.as_deref(),
             known.as_deref(),
             client.max_layer_bytes,
             max_bytes,
@@ -69,6 +70,9 @@ pub async fn pull(
                 last_modified: None,
             },
         },
+        Ok(Err(PullError::Unverified(why))) => {
+            Response::Unverified(format!("verifying {image}: {why}"))
+        }
         Ok(Err(e)) => Response::Failed(format!("pulling {image}: {e}")),
     }
 }
@@ -77,6 +81,7 @@ pub async fn pull(
 async fn run(
     session: &mut Session<'_>,
     options: &OciOptions,
+    verify_key: Option<&[u8]>,
     known: Option<&str>,
     max_layer_bytes: u64,
     max_bytes: u64,
@@ -95,6 +100,11 @@ async fn run(
     if let (Some(d), Some(k)) = (&digest, known)
         && d == k
     {
+        // Checked again: a signature removed or a key rotated since then refuses the
+        // data kept, too.
+        if let Some(key) = verify_key {
+            signature::verify(session, key, d).await?;
+        }
         return Ok(None);
     }
     // No digest in the HEAD answer: the manifest by tag, its digest computed.
@@ -109,6 +119,12 @@ async fn run(
                 "the manifest of {} does not match its digest {reference}",
                 image.repo()
             )));
+        }
+        if top.is_none()
+            && let Some(key) = verify_key
+        {
+            // Before anything of the image is used: the digest the tag names is signed.
+            signature::verify(session, key, &actual).await?;
         }
         if revision.is_empty() {
             revision = format!("{}@{actual}", image.reference());
@@ -169,7 +185,7 @@ async fn resolve(session: &mut Session<'_>, tag: &str) -> Result<Option<String>,
         .map(str::to_string))
 }
 
-async fn get_manifest(
+pub(super) async fn get_manifest(
     session: &mut Session<'_>,
     reference: &str,
 ) -> Result<(Vec<u8>, Option<String>), PullError> {
@@ -268,7 +284,10 @@ async fn read_data(
     })
 }
 
-async fn get_blob(session: &mut Session<'_>, digest: &str) -> Result<reqwest::Response, PullError> {
+pub(super) async fn get_blob(
+    session: &mut Session<'_>,
+    digest: &str,
+) -> Result<reqwest::Response, PullError> {
     let url = session.url("blobs", digest);
     let response = session.send(Method::GET, &url, None).await?;
     if !response.status().is_success() {

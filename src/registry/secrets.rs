@@ -1,5 +1,6 @@
 //! What a pull needs from the channel's namespace: the credentials of `imagePullSecrets`
-//! (the first Secret with an entry for the image's registry) and the CA of `caSecretRef`.
+//! (the first Secret with an entry for the image's registry), the CA of `caSecretRef` and
+//! the public key of `spec.verify`.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -22,6 +23,9 @@ pub async fn access(secrets: &Api<Secret>, options: &OciOptions) -> Result<Acces
     }
     if let Some(name) = &options.ca_secret {
         access.ca_pem = Some(read(secrets, "caSecretRef", name, "ca.crt").await?);
+    }
+    if let Some(name) = &options.verify_secret {
+        access.verify_key = Some(read(secrets, "spec.verify.secretRef", name, "cosign.pub").await?);
     }
     Ok(access)
 }

@@ -15,6 +15,8 @@ pub enum Fetched {
         not_modified: bool,
     },
     Failed(String),
+    /// `spec.verify` refused the image: nothing of it is used.
+    Unverified(String),
 }
 
 /// Everything observed of one channel. Optional parts are filled in when asked for.

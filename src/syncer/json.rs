@@ -1,6 +1,7 @@
 //! json and oci channels: a sync is a fetch (or a pull), its body the channel data.
 
 use super::*;
+use crate::api::SOURCE_VERIFIED;
 
 impl Decider<'_> {
     pub(super) fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
@@ -30,12 +31,27 @@ impl Decider<'_> {
     /// Applies the data of a fetch or pull; `unchanged` is said when the source confirmed
     /// the data kept from before.
     fn remote_sync(&self, config: &ChannelConfig, fetched: &Fetched, unchanged: &str) -> Decision {
-        match fetched {
-            Fetched::Failed(message) => self.failure(
-                SyncFailure::Fetch(message.clone()),
-                config.sync_interval,
-                None,
-            ),
+        let verify = match &config.source {
+            Source::Oci(o) => o.verify_secret.as_deref(),
+            _ => None,
+        };
+        let d = match fetched {
+            Fetched::Failed(message) => {
+                return self.failure(
+                    SyncFailure::Fetch(message.clone()),
+                    config.sync_interval,
+                    None,
+                );
+            }
+            Fetched::Unverified(message) => {
+                let d = self.failure(
+                    SyncFailure::Unverified(message.clone()),
+                    config.sync_interval,
+                    None,
+                );
+                let verdict = (Truth::False, reason::VERIFICATION_FAILED, message.clone());
+                return self.source_verified(d, Some(verdict));
+            }
             Fetched::Body {
                 data,
                 validators,
@@ -56,6 +72,42 @@ impl Decider<'_> {
                 }
                 d
             }
+        };
+        let verdict = verify.map(|secret| {
+            let revision = match fetched {
+                Fetched::Body { validators, .. } => validators.etag.clone().unwrap_or_default(),
+                _ => String::new(),
+            };
+            (
+                Truth::True,
+                reason::VERIFIED,
+                format!(
+                    "the cosign signature of {revision} verified with the key of Secret {secret}"
+                ),
+            )
+        });
+        // The data came: its signature verified, whatever the data then holds.
+        self.source_verified(d, verdict)
+    }
+
+    /// `SourceVerified` set to the verdict (left out without one: the channel is not
+    /// verified).
+    fn source_verified(&self, mut d: Decision, verdict: Option<(Truth, &str, String)>) -> Decision {
+        let now = self.timestamp();
+        if let Some(status) = d.status.as_mut() {
+            match verdict {
+                Some((truth, why, message)) => status::set(
+                    &mut status.conditions,
+                    SOURCE_VERIFIED,
+                    truth,
+                    why,
+                    crate::text::head(&message, 1024),
+                    self.generation,
+                    &now,
+                ),
+                None => status::clear(&mut status.conditions, SOURCE_VERIFIED),
+            }
         }
+        d
     }
 }

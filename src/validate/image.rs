@@ -25,6 +25,8 @@ pub struct ImageOptions {
     pub insecure: bool,
     /// A PEM file the registry's certificate chains to.
     pub ca_file: Option<PathBuf>,
+    /// A cosign public key the image's digest must be signed by.
+    pub key_file: Option<PathBuf>,
     pub timeout: Duration,
     pub max_output_bytes: u64,
     pub max_layer_bytes: u64,
@@ -55,6 +57,10 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
         None => None,
     };
+    let verify_key = match &o.key_file {
+        Some(f) => Some(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
+        None => None,
+    };
     let credentials = login_files()
         .into_iter()
         .filter_map(|f| std::fs::read(f).ok())
@@ -71,12 +77,14 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
         insecure: o.insecure,
         platform,
         timeout: o.timeout,
+        verify_secret: o.key_file.as_ref().map(|f| f.display().to_string()),
     };
     let client = registry::Client::new(Policy::new(Vec::new(), Vec::new()), o.max_layer_bytes)
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
     let access = Access {
         credentials,
         ca_pem,
+        verify_key,
     };
     match registry::pull(
         &client,
@@ -95,7 +103,7 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
                 data,
             ))
         }
-        Response::Failed(why) => Err(why),
+        Response::Failed(why) | Response::Unverified(why) => Err(why),
         Response::NotModified => Err(format!("pulling {image}: the registry sent no data")),
     }
 }
