@@ -775,3 +775,123 @@ async fn a_leader_that_cannot_renew_its_lease_stops_before_the_lease_can_expire(
     policy.delete(&t).await;
     t.cleanup().await;
 }
+
+/// JSON objects nested `depth` deep: past serde_json's limit of 128 when kube decodes a
+/// LIST page or a watch event that holds it.
+fn nested(depth: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth))
+}
+
+/// Creates an object from raw JSON text (a typed client could not read the answer back).
+async fn create_raw(t: &TestNs, plural: &str, body: String) -> Result<(), String> {
+    let request = http::Request::post(format!(
+        "/apis/rancheros.cattle.io/v1/namespaces/{}/{plural}",
+        t.ns
+    ))
+    .header("Content-Type", "application/json")
+    .body(body.into_bytes())
+    .unwrap();
+    t.client
+        .request_text(request)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// `(status line, body)` of a GET on the operator's metrics port, once it answers.
+async fn get_local(port: u16, path: &str) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
+#[tokio::test]
+async fn a_deep_object_in_one_namespace_stops_no_watch_before_or_after_a_restart() {
+    let mut a = TestNs::new("deep-object-a").await;
+    let b = TestNs::new("deep-object-b").await;
+    // A version a tenant creates itself, nested under its free-form spec.metadata.
+    let deep_version = format!(
+        r#"{{"apiVersion":"rancheros.cattle.io/v1","kind":"ManagedOSVersion","metadata":{{"name":"deep"}},"spec":{{"version":"v1","type":"container","metadata":{}}}}}"#,
+        nested(130)
+    );
+    create_raw(&a, "managedosversions", deep_version)
+        .await
+        .expect("creating the deep version");
+    // And a channel, where the schema leaves a field free-form (a typed schema refuses or
+    // prunes it: then there is no undecodable channel to skip).
+    let spec = custom_spec("exit 1");
+    let deep_channel = format!(
+        r#"{{"apiVersion":"rancheros.cattle.io/v1","kind":"ManagedOSVersionChannel","metadata":{{"name":"deep"}},"spec":{{"type":"custom","options":{},"upgradeContainer":{{"x":{}}}}}}}"#,
+        spec["options"],
+        nested(130)
+    );
+    // Whether the API server kept it that deep (a typed schema prunes the field).
+    let deep_channel_kept = match create_raw(&a, "managedosversionchannels", deep_channel).await {
+        Err(e) => {
+            eprintln!("the deep channel was refused at apply: {e}");
+            false
+        }
+        Ok(()) => {
+            let url = format!(
+                "/apis/rancheros.cattle.io/v1/namespaces/{}/managedosversionchannels/deep",
+                a.ns
+            );
+            let request = http::Request::get(url).body(Vec::new()).unwrap();
+            let text = a.client.request_text(request).await.unwrap();
+            text.contains(&nested(130))
+        }
+    };
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let metrics = format!("--metrics-address=127.0.0.1:{port}");
+    // Namespace A, with the deep objects, is the one the operator checks at start.
+    let args = [format!("--namespace={}", b.ns), metrics];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    for run in ["before", "after"] {
+        a.start_operator(&args);
+        let script = write_script(&channel_data(&[(&format!("a-{run}"), "v1")]));
+        a.create_channel(&format!("a-{run}"), custom_spec(&script))
+            .await;
+        let script = write_script(&channel_data(&[(&format!("b-{run}"), "v1")]));
+        b.create_channel(&format!("b-{run}"), custom_spec(&script))
+            .await;
+        // Namespace A's own channel too: the deep objects stop not even their own watch.
+        a.wait_ready(&format!("a-{run}"), "Synchronized", SYNC)
+            .await;
+        b.wait_ready(&format!("b-{run}"), "Synchronized", SYNC)
+            .await;
+        assert!(a.operator_running(), "{}", a.operator_log());
+        let (status, _) = get_local(port, "/readyz").await.expect("/readyz answers");
+        assert!(status.contains(" 200"), "/readyz: {status}");
+        let (_, text) = get_local(port, "/metrics").await.expect("/metrics answers");
+        let counted = |kind: &str| {
+            let series = format!("rancheros_operator_undecodable_objects_total{{kind=\"{kind}\"}}");
+            text.lines()
+                .find(|l| l.starts_with(&series))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|n| n >= 1.0)
+        };
+        assert!(
+            counted("version") && (counted("channel") || !deep_channel_kept),
+            "the deep objects are not counted ({run} the restart):\n{text}"
+        );
+        let log = a.operator_log();
+        assert!(
+            log.contains("skipping an object that cannot be decoded")
+                && !log.contains("cannot reach the Kubernetes API server"),
+            "{log}"
+        );
+        a.kill_operator();
+    }
+    b.cleanup().await;
+    a.cleanup().await;
+}

@@ -17,6 +17,7 @@
 //! `error_policy`, which backs off per channel in memory, by the same policy.
 
 mod caches;
+mod decoding;
 pub mod errors;
 mod events;
 mod finalize;
@@ -51,6 +52,7 @@ use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersio
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
 use caches::Scope;
+pub use decoding::Lenient;
 pub use errors::Error;
 use events::Reporter;
 use io::ChannelIo;
@@ -169,9 +171,13 @@ pub async fn run(
     for (((ns, (channel_writer, version_writer, pod_writer)), wakeup), scope) in
         names.iter().zip(writers).zip(wakeups).zip(&ctx.io.scopes)
     {
-        let versions = watcher(
-            api::<ManagedOSVersion>(&client, ns),
-            watcher::Config::default(),
+        let versions = decoding::skip_undecodable(
+            watcher(
+                api::<decoding::Lenient<ManagedOSVersion>>(&client, ns),
+                watcher::Config::default(),
+            ),
+            "version",
+            ctx.metrics.clone(),
         )
         // Lean: of managedFields only what change detection reads.
         .modify(crate::syncer::versions::compact_owned_fields)
@@ -193,9 +199,13 @@ pub async fn run(
         );
         let forget = ctx.clone();
         let channels = caches::changes(
-            watcher(
-                api::<ManagedOSVersionChannel>(&client, ns),
-                watcher::Config::default(),
+            decoding::skip_undecodable(
+                watcher(
+                    api::<decoding::Lenient<ManagedOSVersionChannel>>(&client, ns),
+                    watcher::Config::default(),
+                ),
+                "channel",
+                ctx.metrics.clone(),
             )
             .default_backoff()
             .reflect(channel_writer),
@@ -241,7 +251,7 @@ fn error_policy<I: ChannelIo>(
             r.errors
         })
         .unwrap_or(1);
-    let interval = ctx.settings.sync_interval(&channel.spec);
+    let interval = ctx.settings.sync_interval(&channel);
     let wait = crate::syncer::backoff(ctx.settings.retry_delay, i64::from(failures), interval);
     warn!(
         channel = %channel.name_any(),

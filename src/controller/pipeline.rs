@@ -111,7 +111,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             key,
             uid,
             namespace: key.namespace.clone().unwrap_or_default(),
-            config: ctx.settings.resolve(&channel.spec),
+            config: ctx.settings.resolve_channel(&channel),
             channel,
             seen: Gathered::default(),
             counts: Counts {

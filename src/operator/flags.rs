@@ -65,6 +65,10 @@ pub struct OperatorArgs {
     /// comes be missed (a look costs no API request).
     #[arg(long, env = "QUEUE_POLL", default_value = "30s", value_parser = duration::parse)]
     pub queue_poll: Duration,
+    /// Each channel's sync interval is stretched by its own share (fixed per channel) of at
+    /// most this much, so that channels created together drift apart (`10%`, `0`..`100%`).
+    #[arg(long, env = "INTERVAL_JITTER", default_value = "10%", value_parser = parse_percent)]
+    pub interval_jitter: u8,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
@@ -174,6 +178,18 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     n.checked_mul(factor)
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// Parses a percentage from 0 to 100: `10%` or `10`.
+pub fn parse_percent(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    t.strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| format!("{text:?} is not a percentage from 0% to 100%"))
 }
 
 /// Names given on the command line (namespaces, secrets): trimmed, empty entries and

@@ -22,7 +22,7 @@ use crate::stop::StopSignals;
 use crate::syncer::Settings;
 
 mod flags;
-pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes};
+pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes, parse_percent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
@@ -30,6 +30,8 @@ pub enum OperatorError {
     Config(String),
     #[error("cannot reach the Kubernetes API server: {0}")]
     Connect(kube::Error),
+    #[error("cannot decode the Kubernetes API server's answer: {0}")]
+    Decode(kube::Error),
     #[error(
         "the ManagedOSVersionChannel CRD is not installed in the cluster; apply crds/ (or install the Helm chart) first"
     )]
@@ -73,6 +75,14 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
+/// A failed request: a response that does not decode is no sign of an unreachable server.
+fn request_failed(e: kube::Error) -> OperatorError {
+    match e {
+        kube::Error::SerdeError(_) => OperatorError::Decode(e),
+        e => OperatorError::Connect(e),
+    }
+}
+
 /// Refuses to start on CRDs other than the ones this binary was built with (another
 /// release's schema would be used silently: fields dropped or refused, rules missing).
 /// Without RBAC to read CRDs (an older chart), warns and goes on: the check is a guard,
@@ -100,7 +110,7 @@ async fn check_installed_crds(client: &Client) -> Result<(), OperatorError> {
                 );
                 return Ok(());
             }
-            Err(e) => return Err(OperatorError::Connect(e)),
+            Err(e) => return Err(request_failed(e)),
         }
     }
     Ok(())
@@ -122,15 +132,17 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         .map_err(|e| OperatorError::Config(e.to_string()))?;
     check_installed_crds(&client).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
-    // namespaces.
-    let channels: Api<ManagedOSVersionChannel> = match args.namespaces.first() {
+    // namespaces. Leniently decoded: whether the CRD is served is the question, and a
+    // channel the operator cannot decode is skipped later, not a reason not to start.
+    let channels: Api<controller::Lenient<ManagedOSVersionChannel>> = match args.namespaces.first()
+    {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     match channels.list(&ListParams::default().limit(1)).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(OperatorError::MissingCrd),
-        Err(e) => return Err(OperatorError::Connect(e)),
+        Err(e) => return Err(request_failed(e)),
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -166,6 +178,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         max_sync_timeout: args.max_sync_timeout,
         min_sync_interval: args.min_sync_interval,
         allow_privileged_runners: args.allow_privileged_runners,
+        interval_jitter_percent: args.interval_jitter,
     };
     let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;

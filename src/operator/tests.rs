@@ -109,3 +109,14 @@ fn namespaces_are_trimmed_and_deduplicated() {
         .collect();
     assert_eq!(distinct_names(&given), ["a", "b"]);
 }
+
+#[test]
+fn the_interval_jitter_is_a_percentage() {
+    assert_eq!(parse_percent("10%"), Ok(10));
+    assert_eq!(parse_percent(" 0 "), Ok(0));
+    assert_eq!(parse_percent("100"), Ok(100));
+    for bad in ["101%", "-1", "ten", "%", "0.5"] {
+        let e = parse_percent(bad).unwrap_err();
+        assert!(e.contains("is not a percentage"), "{bad}: {e}");
+    }
+}
