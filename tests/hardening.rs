@@ -895,3 +895,136 @@ async fn a_deep_object_in_one_namespace_stops_no_watch_before_or_after_a_restart
     b.cleanup().await;
     a.cleanup().await;
 }
+
+/// Sets the channel's `shard` label.
+async fn label_shard(t: &TestNs, channel: &str, shard: &str) {
+    let patch = json!({"metadata": {"labels": {"shard": shard}}});
+    t.channels()
+        .patch(
+            channel,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+}
+
+/// Whether the operator serving metrics on `port` reports the channel (its series).
+async fn reports(port: u16, channel: &str) -> bool {
+    let (_, text) = get_local(port, "/metrics").await.unwrap_or_default();
+    text.contains(&format!("name=\"{channel}\""))
+}
+
+/// One shard's operator process, killed when the test ends, also on a failure.
+struct Shard {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Shard {
+    fn start(t: &mut TestNs, shard: &str) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let args = [
+            format!("--watch-label-selector=shard={shard}"),
+            format!("--metrics-address=127.0.0.1:{port}"),
+            "--leader-election=true".into(),
+            format!("--leader-election-namespace={}", t.ns),
+            // The same Lease name for both: each shard derives its own from it.
+            "--leader-election-lease=sharded".into(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let pod_name = format!("shard-{shard}");
+        let child = t.spawn_operator(&args, &[("POD_NAME", pod_name.as_str())]);
+        Shard { child, port }
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves_once() {
+    let mut t = TestNs::new("shards").await;
+    for (name, shard) in [("ca", "a"), ("cb", "b")] {
+        let data = channel_data(&[(&format!("{name}-v1"), "v1")]);
+        t.create_channel(name, custom_spec(&write_script(&data)))
+            .await;
+        label_shard(&t, name, shard).await;
+    }
+    let a = Shard::start(&mut t, "a");
+    let mut b = Shard::start(&mut t, "b");
+    t.wait_ready("ca", "Synchronized", SYNC).await;
+    t.wait_ready("cb", "Synchronized", SYNC).await;
+    // Both lead at once: one Lease per shard.
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
+    let holders: Vec<String> = leases
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.spec?.holder_identity)
+        .collect();
+    assert_eq!(holders.len(), 2, "{holders:?}");
+    // Each reports only its own.
+    t.eventually("each shard to report its own channel", SYNC, || async {
+        (reports(a.port, "ca").await && reports(b.port, "cb").await).then_some(())
+    })
+    .await;
+    assert!(!reports(a.port, "cb").await && !reports(b.port, "ca").await);
+    assert_eq!(t.pods_created(), 2);
+
+    // Shard b stopped: a keeps serving its channel, and touches none of b's.
+    let _ = b.child.kill();
+    let _ = b.child.wait();
+    let before_b = t.channel("cb").await;
+    let before_a = t.channel("ca").await;
+    t.request_sync("cb", "while-b-is-down").await;
+    t.request_sync("ca", "while-b-is-down").await;
+    t.wait_next_attempt("ca", &before_a, SYNC).await;
+    let after_b = t.channel("cb").await;
+    assert_eq!(
+        after_b.status, before_b.status,
+        "shard a touched shard b's channel"
+    );
+    assert_eq!(t.pods_created(), 3, "{}", t.operator_log());
+
+    // ca moves to shard b (started again): picked up without a sync (its status says it
+    // is not due) and without a pod left behind; then b serves it, a does not.
+    let b = Shard::start(&mut t, "b");
+    t.wait_next_attempt("cb", &before_b, SYNC).await; // b serves the request it missed
+    let moved = t.channel("ca").await;
+    label_shard(&t, "ca", "b").await;
+    t.eventually("the moved channel to change shards", SYNC, || async {
+        (reports(b.port, "ca").await && !reports(a.port, "ca").await).then_some(())
+    })
+    .await;
+    let ca = t.channel("ca").await;
+    let attempt = |c: &rancheros_operator::api::ManagedOSVersionChannel| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.last_sync_attempt_time.clone())
+    };
+    assert_eq!(attempt(&ca), attempt(&moved), "the move started a sync");
+    assert_eq!(t.pods_created(), 4, "{}", t.operator_log());
+    let moved = t.channel("ca").await;
+    t.request_sync("ca", "after-the-move").await;
+    t.wait_next_attempt("ca", &moved, SYNC).await;
+    assert_eq!(
+        t.pods_created(),
+        5,
+        "one sync, one pod: {}",
+        t.operator_log()
+    );
+    t.wait_no_pods(SYNC).await;
+    drop((a, b));
+    t.cleanup().await;
+}

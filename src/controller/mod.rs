@@ -122,6 +122,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     http: crate::fetch::Client,
     namespaces: &[String],
+    shard: Option<&str>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let names: Vec<Option<String>> = if namespaces.is_empty() {
@@ -202,7 +203,12 @@ pub async fn run(
             decoding::skip_undecodable(
                 watcher(
                     api::<decoding::Lenient<ManagedOSVersionChannel>>(&client, ns),
-                    watcher::Config::default(),
+                    // A shard's channels only. A channel relabelled out of it is reported
+                    // gone (forgotten here), and the shard it joins picks it up as a
+                    // restarted operator would: its status says when it is due.
+                    shard.map_or_else(watcher::Config::default, |s| {
+                        watcher::Config::default().labels(s)
+                    }),
                 ),
                 "channel",
                 ctx.metrics.clone(),

@@ -89,6 +89,11 @@ pub struct OperatorArgs {
         default_value = "rancheros-operator"
     )]
     pub leader_election_lease: String,
+    /// Serve only the channels this label selector matches (and their pods and versions),
+    /// so that several operator Deployments can share a cluster's channels, one shard
+    /// each; the leader Lease is then one of this selector's own.
+    #[arg(long, env = "WATCH_LABEL_SELECTOR", value_name = "SELECTOR")]
+    pub watch_label_selector: Option<String>,
     /// json channels may not connect to addresses in this network (CIDR; repeatable;
     /// giving it replaces the default list) unless --json-allow-cidr lists them.
     #[arg(
@@ -116,6 +121,20 @@ pub struct OperatorArgs {
 }
 
 impl OperatorArgs {
+    /// The label selector of this operator's shard; `None` (or empty): every channel.
+    pub fn shard(&self) -> Option<&str> {
+        self.watch_label_selector
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The leader Lease's name: `--leader-election-lease`, and for a shard a suffix derived
+    /// from its selector, so that each shard elects its own leader.
+    pub fn lease_name(&self) -> String {
+        shard_lease(&self.leader_election_lease, self.shard())
+    }
+
     /// What the flags cannot mean together or alone, said as a usage error: the bounds a
     /// channel's durations are checked against, and the operator's own timeouts, lie
     /// between 1s and a year (see `config::MAX_DURATION`).
@@ -178,6 +197,19 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     n.checked_mul(factor)
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// `base`, or for a shard `base-shard-XXXXXXXX` (FNV-1a of the selector, stable across
+/// builds and replicas), within a Lease name's 253 characters.
+pub fn shard_lease(base: &str, selector: Option<&str>) -> String {
+    let Some(selector) = selector else {
+        return base.to_string();
+    };
+    let hash = selector.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let base = base.get(..230).unwrap_or(base);
+    format!("{base}-shard-{hash:08x}")
 }
 
 /// Parses a percentage from 0 to 100: `10%` or `10`.

@@ -22,7 +22,7 @@ use crate::stop::StopSignals;
 use crate::syncer::Settings;
 
 mod flags;
-pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes, parse_percent};
+pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes, parse_percent, shard_lease};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
@@ -30,6 +30,10 @@ pub enum OperatorError {
     Config(String),
     #[error("cannot reach the Kubernetes API server: {0}")]
     Connect(kube::Error),
+    #[error(
+        "--watch-label-selector {selector:?} is not a label selector the API server accepts: {message}"
+    )]
+    Selector { selector: String, message: String },
     #[error("cannot decode the Kubernetes API server's answer: {0}")]
     Decode(kube::Error),
     #[error(
@@ -139,9 +143,19 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    match channels.list(&ListParams::default().limit(1)).await {
+    let mut first = ListParams::default().limit(1);
+    if let Some(selector) = args.shard() {
+        first = first.labels(selector);
+    }
+    match channels.list(&first).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(OperatorError::MissingCrd),
+        Err(kube::Error::Api(s)) if s.code == 400 && args.shard().is_some() => {
+            return Err(OperatorError::Selector {
+                selector: args.shard().unwrap_or_default().to_string(),
+                message: s.message,
+            });
+        }
         Err(e) => return Err(request_failed(e)),
     }
 
@@ -198,6 +212,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     info!(
         image = %args.operator_image,
         namespaces = ?args.namespaces,
+        shard = args.shard().unwrap_or("(every channel)"),
         json_deny_cidrs = %cidrs(&args.json_deny_cidrs),
         json_allow_cidrs = %cidrs(&args.json_allow_cidrs),
         "rancheros-operator {} starting",
@@ -208,7 +223,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         run_as_leader(&args, client, &parts, stop_rx.clone()).await
     } else {
         let (_never, lost) = watch::channel(false);
-        run_controllers(&parts, &args.namespaces, stop_rx.clone(), lost).await;
+        run_controllers(&parts, &args, stop_rx.clone(), lost).await;
         Ok(())
     };
     info!("stopped");
@@ -227,7 +242,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
 /// `lost` fires (in-flight work is cancelled at once: another replica may act soon).
 async fn run_controllers(
     parts: &Parts,
-    namespaces: &[String],
+    args: &OperatorArgs,
     stop: watch::Receiver<bool>,
     mut lost: watch::Receiver<bool>,
 ) {
@@ -237,7 +252,8 @@ async fn run_controllers(
         parts.settings.clone(),
         parts.metrics.clone(),
         parts.http.clone(),
-        namespaces,
+        &args.namespaces,
+        args.shard(),
         stop,
     );
     tokio::pin!(controllers);
@@ -273,13 +289,13 @@ async fn run_as_leader(
     let (leading_tx, mut leading) = watch::channel(false);
     let elector = Elector::new(
         Api::<Lease>::namespaced(client, &namespace),
-        LeaseConfig::new(args.leader_election_lease.clone(), identity.clone()),
+        LeaseConfig::new(args.lease_name(), identity.clone()),
     );
     // The elector stops (and hands the Lease back) only once the controllers have stopped:
     // while in-flight syncs drain, this replica still acts, so it must still hold the Lease.
     let (release_tx, release_rx) = watch::channel(false);
     let election = tokio::spawn(elector.run(leading_tx, release_rx));
-    info!(lease = %args.leader_election_lease, %namespace, %identity, "waiting for the leader lease");
+    info!(lease = %args.lease_name(), %namespace, %identity, "waiting for the leader lease");
     let elected = tokio::select! {
         r = leading.wait_for(|l| *l) => r.is_ok(),
         _ = stop.wait_for(|s| *s) => false,
@@ -297,7 +313,7 @@ async fn run_as_leader(
             let _ = lost_tx.send(true);
         }
     });
-    run_controllers(parts, &args.namespaces, stop.clone(), lost_rx.clone()).await;
+    run_controllers(parts, args, stop.clone(), lost_rx.clone()).await;
     parts.metrics.leader.set(0);
     let lost = *lost_rx.borrow() && !*stop.borrow();
     lost_watch.abort();

@@ -120,3 +120,20 @@ fn the_interval_jitter_is_a_percentage() {
         assert!(e.contains("is not a percentage"), "{bad}: {e}");
     }
 }
+
+#[test]
+fn each_shard_has_its_own_lease() {
+    let base = "rancheros-operator";
+    assert_eq!(shard_lease(base, None), base);
+    let a = shard_lease(base, Some("shard=a"));
+    let b = shard_lease(base, Some("shard=b"));
+    assert!(
+        a.starts_with("rancheros-operator-shard-") && a.len() == base.len() + 15,
+        "{a}"
+    );
+    assert_ne!(a, b);
+    // The same selector, the same Lease: every replica of a shard competes for one.
+    assert_eq!(a, shard_lease(base, Some("shard=a")));
+    // Within a Lease name's 253 characters, whatever the base.
+    assert!(shard_lease(&"x".repeat(300), Some("s")).len() <= 253);
+}
