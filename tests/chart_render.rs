@@ -1467,7 +1467,11 @@ fn shards_render_one_deployment_each_and_one_for_the_rest() {
     ] {
         let d = find(&docs, "Deployment", name);
         let c = &d["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(env_value(c, "WATCH_LABEL_SELECTOR"), Some(json!(selector)), "{name}");
+        assert_eq!(
+            env_value(c, "WATCH_LABEL_SELECTOR"),
+            Some(json!(selector)),
+            "{name}"
+        );
         let label = &d["spec"]["selector"]["matchLabels"]["rancheros.cattle.io/shard"];
         assert_eq!(label.as_str(), shard, "{name}");
         assert_eq!(

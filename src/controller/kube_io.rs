@@ -119,11 +119,10 @@ impl ChannelIo for KubeIo {
             return Ok(versions);
         }
         let list = self
-            .api::<Lenient<ManagedOSVersion>>(namespace)
+            .api::<super::version_meta::VersionMeta>(namespace)
             .list(&ListParams::default())
             .await?;
-        let items = decoding::decoded_items(list.items, "version", &self.metrics);
-        Ok(items.into_iter().map(Arc::new).collect())
+        Ok(list.items.into_iter().map(|v| Arc::new(v.0)).collect())
     }
 
     async fn fetch(&self, options: &JsonOptions, validators: &Validators, max: u64) -> Response {

@@ -29,6 +29,7 @@ mod pods;
 pub mod queue;
 mod record;
 mod slots;
+pub mod version_meta;
 mod writes;
 
 #[cfg(test)]
@@ -48,7 +49,7 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{debug, warn};
 
-use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel};
+use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersionChannel};
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
 use caches::Scope;
@@ -172,16 +173,12 @@ pub async fn run(
     for (((ns, (channel_writer, version_writer, pod_writer)), wakeup), scope) in
         names.iter().zip(writers).zip(wakeups).zip(&ctx.io.scopes)
     {
-        let versions = decoding::skip_undecodable(
-            watcher(
-                api::<decoding::Lenient<ManagedOSVersion>>(&client, ns),
-                watcher::Config::default(),
-            ),
-            "version",
-            ctx.metrics.clone(),
+        // Metadata only: no spec, and of managedFields who wrote when (version_meta).
+        let versions = watcher(
+            api::<version_meta::VersionMeta>(&client, ns),
+            watcher::Config::default(),
         )
-        // Lean: of managedFields only what change detection reads.
-        .modify(crate::syncer::versions::compact_owned_fields)
+        .map(version_meta::versions)
         .default_backoff()
         .reflect(version_writer)
         .for_each(|_| async {});

@@ -1,0 +1,157 @@
+//! The versions' watch cache holds metadata only: the watch asks the API server for
+//! `PartialObjectMetadata`, and of that only what decisions read is decoded (names,
+//! labels, annotations with the operator's content hash, owner references, and of
+//! `managedFields` who wrote when, never the field sets). No spec is kept: whether a
+//! version is unchanged is its content hash (`syncer::versions::CONTENT_HASH_ANNOTATION`);
+//! a version someone else wrote after the operator is read fresh before it is decided on.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
+};
+use kube::Resource;
+use kube::runtime::watcher;
+use serde::{Deserialize, Deserializer};
+
+use crate::api::ManagedOSVersion;
+
+/// A version as the metadata-only watch returns it: a `ManagedOSVersion` with an empty
+/// spec and lean metadata.
+#[derive(Clone, Debug)]
+pub struct VersionMeta(pub ManagedOSVersion);
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Lean {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+    finalizers: Option<Vec<String>>,
+    /// Skipped unread: `fieldsV1` (a tree as deep as the object).
+    managed_fields: Option<Vec<Wrote>>,
+}
+
+/// Of one `managedFields` entry, who wrote and when.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Wrote {
+    manager: Option<String>,
+    operation: Option<String>,
+    time: Option<Time>,
+    subresource: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    metadata: Option<Lean>,
+}
+
+impl<'de> Deserialize<'de> for VersionMeta {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let Envelope { metadata } = Envelope::deserialize(d)?;
+        let m = metadata.unwrap_or_default();
+        let writers = m.managed_fields.map(|all| {
+            all.into_iter()
+                .map(|w| ManagedFieldsEntry {
+                    manager: w.manager,
+                    operation: w.operation,
+                    time: w.time,
+                    subresource: w.subresource,
+                    ..Default::default()
+                })
+                .collect()
+        });
+        let mut version = ManagedOSVersion::new("", Default::default());
+        version.metadata = ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            labels: m.labels,
+            annotations: m.annotations,
+            owner_references: m.owner_references,
+            finalizers: m.finalizers,
+            managed_fields: writers,
+            ..Default::default()
+        };
+        Ok(VersionMeta(version))
+    }
+}
+
+impl Resource for VersionMeta {
+    type DynamicType = ();
+    type Scope = kube::core::NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        ManagedOSVersion::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        ManagedOSVersion::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        ManagedOSVersion::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        ManagedOSVersion::plural(dt)
+    }
+    /// Lists and watches ask for `PartialObjectMetadata`: no spec crosses the wire.
+    fn metadata_api() -> bool {
+        true
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// The watch's events, as the versions they carry.
+pub fn versions(
+    event: Result<watcher::Event<VersionMeta>, watcher::Error>,
+) -> Result<watcher::Event<ManagedOSVersion>, watcher::Error> {
+    use watcher::Event;
+    event.map(|e| match e {
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+        Event::InitApply(v) => Event::InitApply(v.0),
+        Event::Apply(v) => Event::Apply(v.0),
+        Event::Delete(v) => Event::Delete(v.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectList;
+
+    #[test]
+    fn only_metadata_is_kept_and_field_sets_are_never_read() {
+        let deep = format!("{}1{}", "{\"f:a\":".repeat(300), "}".repeat(300));
+        let page = format!(
+            r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"5"}},"items":[{{"kind":"PartialObjectMetadata","metadata":{{"name":"v1","namespace":"n","uid":"u","resourceVersion":"4","labels":{{"rancheros.cattle.io/channel":"c"}},"annotations":{{"a":"b"}},"managedFields":[{{"manager":"rancheros-operator","operation":"Apply","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{deep}}}]}}}}]}}"#
+        );
+        let list: ObjectList<VersionMeta> = serde_json::from_str(&page).unwrap();
+        let v = &list.items[0].0;
+        assert_eq!(v.metadata.name.as_deref(), Some("v1"));
+        assert_eq!(v.metadata.resource_version.as_deref(), Some("4"));
+        assert_eq!(v.metadata.annotations.as_ref().unwrap()["a"], "b");
+        let wrote = &v.metadata.managed_fields.as_ref().unwrap()[0];
+        assert_eq!(wrote.manager.as_deref(), Some("rancheros-operator"));
+        assert!(wrote.time.is_some() && wrote.fields_v1.is_none());
+        assert_eq!(v.spec, Default::default());
+        assert!(VersionMeta::metadata_api());
+    }
+}
