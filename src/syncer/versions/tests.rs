@@ -302,7 +302,7 @@ mod metadata_only_cache {
         let unchanged = plan(
             &ch,
             Some((&cfg, &[item("foo", "os:v1")])),
-            &arcs(&[have.clone()]),
+            &arcs(std::slice::from_ref(&have)),
             false,
         );
         assert_eq!(unchanged.unwrap(), Plan::default());
@@ -310,7 +310,7 @@ mod metadata_only_cache {
         let changed = plan(
             &ch,
             Some((&cfg, &[item("foo", "os:v2")])),
-            &arcs(&[have.clone()]),
+            &arcs(std::slice::from_ref(&have)),
             false,
         );
         assert_eq!(changed.unwrap().updated, 1);
