@@ -48,6 +48,7 @@ fn from_the_api_server(i: usize) -> String {
             "generation": 1,
             "creationTimestamp": "2026-11-30T12:00:00Z",
             "labels": {"rancheros.cattle.io/channel": "sle-micro"},
+            "annotations": {"rancheros.cattle.io/content-hash": format!("{i:032x}")},
             "ownerReferences": [{
                 "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
                 "name": "sle-micro", "uid": owner, "controller": true, "blockOwnerDeletion": true
@@ -59,6 +60,7 @@ fn from_the_api_server(i: usize) -> String {
                 "fieldsV1": {
                     "f:metadata": {
                         "f:labels": {"f:rancheros.cattle.io/channel": {}},
+                        "f:annotations": {"f:rancheros.cattle.io/content-hash": {}},
                         "f:ownerReferences": {format!("k:{{\"uid\":\"{owner}\"}}"): {}}
                     },
                     "f:spec": {
