@@ -15,7 +15,11 @@ use kube::Resource;
 use kube::runtime::watcher;
 use serde::{Deserialize, Deserializer};
 
-use crate::api::ManagedOSVersion;
+use crate::api::{
+    CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, NO_LONGER_IN_SYNC_ANNOTATION,
+    ORPHANED_FROM_ANNOTATION,
+};
+use crate::syncer::versions::CONTENT_HASH_ANNOTATION;
 
 /// A version as the metadata-only watch returns it: a `ManagedOSVersion` with an empty
 /// spec and lean metadata.
@@ -60,7 +64,8 @@ impl<'de> Deserialize<'de> for VersionMeta {
         let Envelope { metadata } = Envelope::deserialize(d)?;
         let m = metadata.unwrap_or_default();
         let writers = m.managed_fields.map(|all| {
-            all.into_iter()
+            latest_writers(all)
+                .into_iter()
                 .map(|w| ManagedFieldsEntry {
                     manager: w.manager,
                     operation: w.operation,
@@ -79,8 +84,15 @@ impl<'de> Deserialize<'de> for VersionMeta {
             generation: m.generation,
             creation_timestamp: m.creation_timestamp,
             deletion_timestamp: m.deletion_timestamp,
-            labels: m.labels,
-            annotations: m.annotations,
+            labels: only(m.labels, &[CHANNEL_LABEL]),
+            annotations: only(
+                m.annotations,
+                &[
+                    CONTENT_HASH_ANNOTATION,
+                    NO_LONGER_IN_SYNC_ANNOTATION,
+                    ORPHANED_FROM_ANNOTATION,
+                ],
+            ),
             owner_references: m.owner_references,
             finalizers: m.finalizers,
             managed_fields: writers,
@@ -88,6 +100,39 @@ impl<'de> Deserialize<'de> for VersionMeta {
         };
         Ok(VersionMeta(version))
     }
+}
+
+/// Of a map, only the keys decisions read: whatever else tenants add costs no memory.
+fn only(map: Option<BTreeMap<String, String>>, keys: &[&str]) -> Option<BTreeMap<String, String>> {
+    let kept: BTreeMap<String, String> = map?
+        .into_iter()
+        .filter(|(k, _)| keys.contains(&k.as_str()))
+        .collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// Of the writers of the object itself (not its status), the operator's latest and the
+/// latest of anyone else: all that `written_by_others` compares.
+fn latest_writers(all: Vec<Wrote>) -> Vec<Wrote> {
+    let (mut ours, mut others): (Option<Wrote>, Option<Wrote>) = (None, None);
+    for w in all {
+        if w.subresource.as_deref().is_some_and(|s| !s.is_empty()) {
+            continue;
+        }
+        let slot = if w.manager.as_deref() == Some(FIELD_MANAGER) {
+            &mut ours
+        } else {
+            &mut others
+        };
+        // No time counts as the latest (`written_by_others` reads it so).
+        let later = slot.as_ref().is_none_or(|s| {
+            w.time.is_none() || s.time.as_ref().is_some_and(|t| w.time.as_ref() > Some(t))
+        });
+        if later {
+            *slot = Some(w);
+        }
+    }
+    ours.into_iter().chain(others).collect()
 }
 
 impl Resource for VersionMeta {
@@ -141,16 +186,52 @@ mod tests {
     fn only_metadata_is_kept_and_field_sets_are_never_read() {
         let deep = format!("{}1{}", "{\"f:a\":".repeat(300), "}".repeat(300));
         let page = format!(
-            r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"5"}},"items":[{{"kind":"PartialObjectMetadata","metadata":{{"name":"v1","namespace":"n","uid":"u","resourceVersion":"4","labels":{{"rancheros.cattle.io/channel":"c"}},"annotations":{{"a":"b"}},"managedFields":[{{"manager":"rancheros-operator","operation":"Apply","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{deep}}}]}}}}]}}"#
+            r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"5"}},"items":[{{"kind":"PartialObjectMetadata","metadata":{{"name":"v1","namespace":"n","uid":"u","resourceVersion":"4","labels":{{"rancheros.cattle.io/channel":"c","tenant":"x"}},"annotations":{{"a":"b","rancheros.cattle.io/content-hash":"h"}},"managedFields":[{{"manager":"kubectl","operation":"Update","time":"2026-01-01T00:00:01Z"}},{{"manager":"rancheros-operator","operation":"Apply","time":"2026-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{deep}}},{{"manager":"kubectl","operation":"Update","time":"2026-01-01T00:00:05Z"}},{{"manager":"tool","operation":"Update","subresource":"status","time":"2026-01-01T00:00:09Z"}}]}}}}]}}"#
         );
         let list: ObjectList<VersionMeta> = serde_json::from_str(&page).unwrap();
         let v = &list.items[0].0;
         assert_eq!(v.metadata.name.as_deref(), Some("v1"));
         assert_eq!(v.metadata.resource_version.as_deref(), Some("4"));
-        assert_eq!(v.metadata.annotations.as_ref().unwrap()["a"], "b");
-        let wrote = &v.metadata.managed_fields.as_ref().unwrap()[0];
-        assert_eq!(wrote.manager.as_deref(), Some("rancheros-operator"));
-        assert!(wrote.time.is_some() && wrote.fields_v1.is_none());
+        // Of labels and annotations, only those decisions read.
+        let keys = |m: &Option<BTreeMap<String, String>>| -> Vec<String> {
+            m.iter().flatten().map(|(k, _)| k.clone()).collect()
+        };
+        assert_eq!(keys(&v.metadata.labels), ["rancheros.cattle.io/channel"]);
+        assert_eq!(
+            keys(&v.metadata.annotations),
+            ["rancheros.cattle.io/content-hash"]
+        );
+        // Of the writers, the operator's latest and anyone else's latest; no field sets.
+        let writers: Vec<(String, String)> = v
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .map(|w| {
+                (
+                    w.manager.clone().unwrap(),
+                    w.time.as_ref().unwrap().0.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            writers,
+            [
+                (
+                    "rancheros-operator".to_string(),
+                    "2026-01-01T00:00:00Z".to_string()
+                ),
+                ("kubectl".to_string(), "2026-01-01T00:00:05Z".to_string())
+            ]
+        );
+        assert!(
+            v.metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .all(|w| w.fields_v1.is_none())
+        );
+        assert!(crate::syncer::versions::written_by_others(v));
         assert_eq!(v.spec, Default::default());
         assert!(VersionMeta::metadata_api());
     }
