@@ -3,7 +3,8 @@
 //! labels, annotations with the operator's content hash, owner references, and of
 //! `managedFields` who wrote when, never the field sets). No spec is kept: whether a
 //! version is unchanged is its content hash (`syncer::versions::CONTENT_HASH_ANNOTATION`);
-//! a version someone else wrote after the operator is read fresh before it is decided on.
+//! a version someone else wrote after the operator is read fresh before it is decided on,
+//! and one to update or delete is read in full for its undo (`in_full`).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -11,8 +12,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
 };
-use kube::Resource;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Deserializer};
 
 use crate::api::{
@@ -175,6 +176,30 @@ pub fn versions(
         Event::Apply(v) => Event::Apply(v.0),
         Event::Delete(v) => Event::Delete(v.0),
     })
+}
+
+/// The version in full: as given, or read when the cache had only its metadata (`None`:
+/// gone meanwhile).
+pub async fn in_full(
+    api: &kube::Api<ManagedOSVersion>,
+    v: &ManagedOSVersion,
+) -> Result<Option<ManagedOSVersion>, kube::Error> {
+    if crate::syncer::versions::metadata_only(v) {
+        api.get_opt(&v.name_any()).await
+    } else {
+        Ok(Some(v.clone()))
+    }
+}
+
+/// A version to update that was deleted during the sync: refused as a conflict would be.
+pub fn gone_meanwhile(name: &str) -> kube::Error {
+    kube::Error::Api(Box::new(kube::core::Status {
+        status: Some(kube::core::response::StatusSummary::Failure),
+        code: 409,
+        reason: "Conflict".into(),
+        message: format!("version {name} was deleted by someone else during the sync"),
+        ..Default::default()
+    }))
 }
 
 #[cfg(test)]

@@ -176,8 +176,8 @@ impl<'a> VersionWrite<'a> {
             VersionWrite::Update { want, before } => {
                 let name = want.name_any();
                 // What to put back should a later write be refused: the cache has no spec.
-                let Some(before) = in_full(api, before).await? else {
-                    return Err(gone_meanwhile(&name));
+                let Some(before) = super::version_meta::in_full(api, before).await? else {
+                    return Err(super::version_meta::gone_meanwhile(&name));
                 };
                 let written = api
                     .patch(&name, &apply_params(), &Patch::Apply(want))
@@ -209,7 +209,7 @@ impl<'a> VersionWrite<'a> {
             }
             VersionWrite::Delete { name, uid, before } => {
                 let before = match before {
-                    Some(b) => in_full(api, b).await?,
+                    Some(b) => super::version_meta::in_full(api, b).await?,
                     None => None,
                 };
                 let undo = match api.delete(name, &delete_uid(uid, false)).await {
@@ -239,30 +239,6 @@ impl<'a> VersionWrite<'a> {
     fn is_delete(&self) -> bool {
         matches!(self, VersionWrite::Delete { .. })
     }
-}
-
-/// The version in full: as given, or read when the cache had only its metadata (`None`:
-/// gone meanwhile).
-async fn in_full(
-    api: &Api<ManagedOSVersion>,
-    v: &ManagedOSVersion,
-) -> Result<Option<ManagedOSVersion>, kube::Error> {
-    if crate::syncer::versions::metadata_only(v) {
-        api.get_opt(&v.name_any()).await
-    } else {
-        Ok(Some(v.clone()))
-    }
-}
-
-/// A version to update that was deleted during the sync: refused as a conflict would be.
-fn gone_meanwhile(name: &str) -> kube::Error {
-    kube::Error::Api(Box::new(kube::core::Status {
-        status: Some(kube::core::response::StatusSummary::Failure),
-        code: 409,
-        reason: "Conflict".into(),
-        message: format!("version {name} was deleted by someone else during the sync"),
-        ..Default::default()
-    }))
 }
 
 fn apply_params() -> PatchParams {
