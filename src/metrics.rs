@@ -83,6 +83,8 @@ pub struct Metrics {
     pub syncs: Family<ResultLabel, Counter>,
     pub sync_failures: Family<KindLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
+    /// Objects left out of a watch cache because they cannot be decoded, by kind.
+    pub undecodable: Family<KindLabel, Counter>,
     pub leader: Gauge,
     pub queue: Gauge,
     pub channels: ChannelGauges,
@@ -103,6 +105,7 @@ impl Default for Metrics {
             syncs: Family::default(),
             sync_failures: Family::default(),
             writes: Family::default(),
+            undecodable: Family::default(),
             leader: Gauge::default(),
             queue: Gauge::default(),
             channels: ChannelGauges::default(),
@@ -149,6 +152,11 @@ impl Default for Metrics {
             "writes",
             "Writes to the API server by operation",
             metrics.writes.clone(),
+        );
+        registry.register(
+            "undecodable_objects",
+            "Objects a watch returned that cannot be decoded (left out of the cache and logged), by kind",
+            metrics.undecodable.clone(),
         );
         registry.register(
             "leader",
@@ -235,6 +243,10 @@ impl Metrics {
 
     /// One write request: `create_pod`, `delete_pod`, `apply_version`, `mark_version`,
     /// `delete_version`, `status`.
+    pub fn undecodable(&self, kind: &'static str) {
+        self.undecodable.get_or_create(&KindLabel { kind }).inc();
+    }
+
     pub fn wrote(&self, operation: &'static str) {
         self.writes.get_or_create(&WriteLabel { operation }).inc();
     }

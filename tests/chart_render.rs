@@ -783,6 +783,9 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         values.to_str().unwrap(),
         "--set",
         "operator.allowPrivilegedRunners=true",
+        // With shards, the Deployment for the rest has a selector (WATCH_LABEL_SELECTOR).
+        "--set",
+        "shards.values={x}",
     ]);
     let c = check_common(&docs, "ros-operator");
     let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();
@@ -1506,4 +1509,44 @@ fn kubectl_commands_name_our_resources_unambiguously() {
          managedosversionchannels.rancheros.cattle.io):\n{}",
         found.join("\n")
     );
+}
+
+/// Shards: one Deployment per shard with its selector (and so its own Lease), and one for
+/// the unlabelled rest; their pods told apart by a label, the rest keeping the selector of
+/// an unsharded release (a Deployment's selector cannot change on upgrade).
+#[test]
+fn shards_render_one_deployment_each_and_one_for_the_rest() {
+    let docs = render(&["--set", "shards.values={a,b}"]);
+    let deployments = of_kind(&docs, "Deployment");
+    assert_eq!(deployments.len(), 3);
+    for (name, shard, selector) in [
+        ("rel-rancheros-operator-shard-a", Some("a"), "shard=a"),
+        ("rel-rancheros-operator-shard-b", Some("b"), "shard=b"),
+        ("rel-rancheros-operator", None, "!shard"),
+    ] {
+        let d = find(&docs, "Deployment", name);
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(
+            env_value(c, "WATCH_LABEL_SELECTOR"),
+            Some(json!(selector)),
+            "{name}"
+        );
+        let label = &d["spec"]["selector"]["matchLabels"]["rancheros.cattle.io/shard"];
+        assert_eq!(label.as_str(), shard, "{name}");
+        assert_eq!(
+            d["spec"]["template"]["metadata"]["labels"]["rancheros.cattle.io/shard"].as_str(),
+            shard
+        );
+    }
+    let docs = render(&["--set", "shards.values={a}", "--set", "shards.rest=false"]);
+    assert_eq!(of_kind(&docs, "Deployment").len(), 1);
+    // No shards: one Deployment for every channel, as before.
+    let docs = render(&[]);
+    let d = find(&docs, "Deployment", "rel-rancheros-operator");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(env_value(c, "WATCH_LABEL_SELECTOR"), None);
+    assert_eq!(of_kind(&docs, "Deployment").len(), 1);
+    // A shard name that is no label value is refused by the values schema.
+    let refused = run_failing(&mut helm_template(&["--set", "shards.values={A_b}"]));
+    assert!(refused.contains("shards"), "{refused}");
 }

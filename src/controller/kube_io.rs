@@ -13,6 +13,7 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::caches::{self, Scope};
+use super::decoding::{self, Lenient};
 use super::errors::delete_uid;
 use super::io::{ChannelIo, Written};
 use super::queue::Key;
@@ -121,10 +122,10 @@ impl ChannelIo for KubeIo {
             return Ok(versions);
         }
         let list = self
-            .api::<ManagedOSVersion>(namespace)
+            .api::<super::version_meta::VersionMeta>(namespace)
             .list(&ListParams::default())
             .await?;
-        Ok(list.items.into_iter().map(Arc::new).collect())
+        Ok(list.items.into_iter().map(|v| Arc::new(v.0)).collect())
     }
 
     async fn fetch(&self, options: &JsonOptions, validators: &Validators, max: u64) -> Response {
@@ -272,10 +273,14 @@ impl ChannelIo for KubeIo {
         let (ns, name) = parts(key);
         let selector = format!("{}={name}", crate::api::CHANNEL_LABEL);
         let list = self
-            .api::<ManagedOSVersion>(&ns)
+            .api::<Lenient<ManagedOSVersion>>(&ns)
             .list(&ListParams::default().labels(&selector))
             .await?;
-        Ok(list.items)
+        Ok(decoding::decoded_items(
+            list.items,
+            "version",
+            &self.metrics,
+        ))
     }
 
     async fn read_version(

@@ -17,6 +17,7 @@
 //! `error_policy`, which backs off per channel in memory, by the same policy.
 
 mod caches;
+mod decoding;
 pub mod errors;
 mod events;
 mod finalize;
@@ -28,6 +29,7 @@ mod pods;
 pub mod queue;
 mod record;
 mod slots;
+pub mod version_meta;
 mod writes;
 
 #[cfg(test)]
@@ -47,10 +49,11 @@ use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{debug, warn};
 
-use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel};
+use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersionChannel};
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
 use caches::Scope;
+pub use decoding::Lenient;
 pub use errors::Error;
 use events::Reporter;
 use io::ChannelIo;
@@ -121,6 +124,7 @@ pub async fn run(
     http: crate::fetch::Client,
     registry: crate::registry::Client,
     namespaces: &[String],
+    shard: Option<&str>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let names: Vec<Option<String>> = if namespaces.is_empty() {
@@ -177,12 +181,12 @@ pub async fn run(
     for (((ns, (channel_writer, version_writer, pod_writer)), wakeup), scope) in
         names.iter().zip(writers).zip(wakeups).zip(&ctx.io.scopes)
     {
+        // Metadata only: no spec, and of managedFields who wrote when (version_meta).
         let versions = watcher(
-            api::<ManagedOSVersion>(&client, ns),
+            api::<version_meta::VersionMeta>(&client, ns),
             watcher::Config::default(),
         )
-        // Lean: of managedFields only what change detection reads.
-        .modify(crate::syncer::versions::compact_owned_fields)
+        .map(version_meta::versions)
         .default_backoff()
         .reflect(version_writer)
         .for_each(|_| async {});
@@ -201,9 +205,18 @@ pub async fn run(
         );
         let forget = ctx.clone();
         let channels = caches::changes(
-            watcher(
-                api::<ManagedOSVersionChannel>(&client, ns),
-                watcher::Config::default(),
+            decoding::skip_undecodable(
+                watcher(
+                    api::<decoding::Lenient<ManagedOSVersionChannel>>(&client, ns),
+                    // A shard's channels only. A channel relabelled out of it is reported
+                    // gone (forgotten here), and the shard it joins picks it up as a
+                    // restarted operator would: its status says when it is due.
+                    shard.map_or_else(watcher::Config::default, |s| {
+                        watcher::Config::default().labels(s)
+                    }),
+                ),
+                "channel",
+                ctx.metrics.clone(),
             )
             .default_backoff()
             .reflect(channel_writer),
@@ -249,7 +262,7 @@ fn error_policy<I: ChannelIo>(
             r.errors
         })
         .unwrap_or(1);
-    let interval = ctx.settings.sync_interval(&channel.spec);
+    let interval = ctx.settings.sync_interval(&channel);
     let wait = crate::syncer::backoff(ctx.settings.retry_delay, i64::from(failures), interval);
     warn!(
         channel = %channel.name_any(),

@@ -112,7 +112,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             key,
             uid,
             namespace: key.namespace.clone().unwrap_or_default(),
-            config: ctx.settings.resolve(&channel.spec),
+            config: ctx.settings.resolve_channel(&channel),
             channel,
             seen: Gathered::default(),
             counts: Counts {
@@ -217,11 +217,21 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         }
         if needs.versions && self.seen.versions.is_none() {
             let ns = &self.namespace;
-            let versions = ctx
+            let mut versions = ctx
                 .io
                 .versions(ns)
                 .await
                 .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
+            // Drift: those someone else wrote are read in full, and only those.
+            for name in crate::syncer::versions::to_read_fresh(&self.channel, &versions) {
+                let fresh = ctx
+                    .io
+                    .read_version(ns, &name)
+                    .await
+                    .map_err(kube_err(format!("reading ManagedOSVersion {ns}/{name}")))?;
+                versions.retain(|v| v.metadata.name.as_deref() != Some(name.as_str()));
+                versions.extend(fresh.map(Arc::new));
+            }
             self.seen.versions = Some(versions);
             self.counts.observed();
         }

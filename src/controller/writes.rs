@@ -175,12 +175,16 @@ impl<'a> VersionWrite<'a> {
             }
             VersionWrite::Update { want, before } => {
                 let name = want.name_any();
+                // What to put back should a later write be refused: the cache has no spec.
+                let Some(before) = super::version_meta::in_full(api, before).await? else {
+                    return Err(super::version_meta::gone_meanwhile(&name));
+                };
                 let written = api
                     .patch(&name, &apply_params(), &Patch::Apply(want))
                     .await?;
                 Ok(Done {
                     undo: Some(Undo::Restore {
-                        previous: Box::new(before.clone()),
+                        previous: Box::new(before),
                         resource_version: written.resource_version(),
                     }),
                     resource_version: written.resource_version(),
@@ -204,8 +208,12 @@ impl<'a> VersionWrite<'a> {
                 })
             }
             VersionWrite::Delete { name, uid, before } => {
+                let before = match before {
+                    Some(b) => super::version_meta::in_full(api, b).await?,
+                    None => None,
+                };
                 let undo = match api.delete(name, &delete_uid(uid, false)).await {
-                    Ok(_) => before.map(|b| Undo::Recreate(Box::new(b.clone()))),
+                    Ok(_) => before.map(|b| Undo::Recreate(Box::new(b))),
                     // Already gone: nothing to take back.
                     Err(e) if is_status(&e, 404) => None,
                     Err(e) => return Err(e),

@@ -77,6 +77,10 @@ pub struct OperatorArgs {
     /// comes be missed (a look costs no API request).
     #[arg(long, env = "QUEUE_POLL", default_value = "30s", value_parser = duration::parse)]
     pub queue_poll: Duration,
+    /// Each channel's sync interval is stretched by its own share (fixed per channel) of at
+    /// most this much, so that channels created together drift apart (`10%`, `0`..`100%`).
+    #[arg(long, env = "INTERVAL_JITTER", default_value = "10%", value_parser = parse_percent)]
+    pub interval_jitter: u8,
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
@@ -106,6 +110,11 @@ pub struct OperatorArgs {
         default_value = "rancheros-operator"
     )]
     pub leader_election_lease: String,
+    /// Serve only the channels this label selector matches (and their pods and versions),
+    /// so that several operator Deployments can share a cluster's channels, one shard
+    /// each; the leader Lease is then one of this selector's own.
+    #[arg(long, env = "WATCH_LABEL_SELECTOR", value_name = "SELECTOR")]
+    pub watch_label_selector: Option<String>,
     /// json and oci channels (their registries) may not connect to addresses in this
     /// network (CIDR; repeatable; giving it replaces the default list) unless
     /// --json-allow-cidr lists them.
@@ -134,6 +143,20 @@ pub struct OperatorArgs {
 }
 
 impl OperatorArgs {
+    /// The label selector of this operator's shard; `None` (or empty): every channel.
+    pub fn shard(&self) -> Option<&str> {
+        self.watch_label_selector
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
+    /// The leader Lease's name: `--leader-election-lease`, and for a shard a suffix derived
+    /// from its selector, so that each shard elects its own leader.
+    pub fn lease_name(&self) -> String {
+        shard_lease(&self.leader_election_lease, self.shard())
+    }
+
     /// What the flags cannot mean together or alone, said as a usage error: the bounds a
     /// channel's durations are checked against, and the operator's own timeouts, lie
     /// between 1s and a year (see `config::MAX_DURATION`).
@@ -197,6 +220,31 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     n.checked_mul(factor)
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// `base`, or for a shard `base-shard-XXXXXXXX` (FNV-1a of the selector, stable across
+/// builds and replicas), within a Lease name's 253 characters.
+pub fn shard_lease(base: &str, selector: Option<&str>) -> String {
+    let Some(selector) = selector else {
+        return base.to_string();
+    };
+    let hash = selector.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let base = base.get(..230).unwrap_or(base);
+    format!("{base}-shard-{hash:08x}")
+}
+
+/// Parses a percentage from 0 to 100: `10%` or `10`.
+pub fn parse_percent(text: &str) -> Result<u8, String> {
+    let t = text.trim();
+    t.strip_suffix('%')
+        .unwrap_or(t)
+        .trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| format!("{text:?} is not a percentage from 0% to 100%"))
 }
 
 /// Names given on the command line (namespaces, secrets): trimmed, empty entries and

@@ -22,7 +22,7 @@ use crate::stop::StopSignals;
 use crate::syncer::Settings;
 
 mod flags;
-pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes};
+pub use flags::{LogFormat, OperatorArgs, distinct_names, parse_bytes, parse_percent, shard_lease};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {
@@ -30,6 +30,12 @@ pub enum OperatorError {
     Config(String),
     #[error("cannot reach the Kubernetes API server: {0}")]
     Connect(kube::Error),
+    #[error(
+        "--watch-label-selector {selector:?} is not a label selector the API server accepts: {message}"
+    )]
+    Selector { selector: String, message: String },
+    #[error("cannot decode the Kubernetes API server's answer: {0}")]
+    Decode(kube::Error),
     #[error(
         "the ManagedOSVersionChannel CRD is not installed in the cluster; apply crds/ (or install the Helm chart) first"
     )]
@@ -79,6 +85,14 @@ pub fn init_logging(format: LogFormat) {
     }
 }
 
+/// A failed request: a response that does not decode is no sign of an unreachable server.
+fn request_failed(e: kube::Error) -> OperatorError {
+    match e {
+        kube::Error::SerdeError(_) => OperatorError::Decode(e),
+        e => OperatorError::Connect(e),
+    }
+}
+
 /// Refuses to start on CRDs other than the ones this binary was built with (another
 /// release's schema would be used silently: fields dropped or refused, rules missing).
 /// Without RBAC to read CRDs (an older chart), warns and goes on: the check is a guard,
@@ -106,7 +120,7 @@ async fn check_installed_crds(client: &Client) -> Result<(), OperatorError> {
                 );
                 return Ok(());
             }
-            Err(e) => return Err(OperatorError::Connect(e)),
+            Err(e) => return Err(request_failed(e)),
         }
     }
     Ok(())
@@ -128,15 +142,27 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         .map_err(|e| OperatorError::Config(e.to_string()))?;
     check_installed_crds(&client).await?;
     // Checked where the operator is allowed to look: RBAC may grant only the watched
-    // namespaces.
-    let channels: Api<ManagedOSVersionChannel> = match args.namespaces.first() {
+    // namespaces. Leniently decoded: whether the CRD is served is the question, and a
+    // channel the operator cannot decode is skipped later, not a reason not to start.
+    let channels: Api<controller::Lenient<ManagedOSVersionChannel>> = match args.namespaces.first()
+    {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    match channels.list(&ListParams::default().limit(1)).await {
+    let mut first = ListParams::default().limit(1);
+    if let Some(selector) = args.shard() {
+        first = first.labels(selector);
+    }
+    match channels.list(&first).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Err(OperatorError::MissingCrd),
-        Err(e) => return Err(OperatorError::Connect(e)),
+        Err(kube::Error::Api(s)) if s.code == 400 && args.shard().is_some() => {
+            return Err(OperatorError::Selector {
+                selector: args.shard().unwrap_or_default().to_string(),
+                message: s.message,
+            });
+        }
+        Err(e) => return Err(request_failed(e)),
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -195,6 +221,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         min_sync_interval: args.min_sync_interval,
         allow_privileged_runners: args.allow_privileged_runners,
         allow_insecure_registries: args.allow_insecure_registries,
+        interval_jitter_percent: args.interval_jitter,
     };
     let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     let registry = crate::registry::Client::new(policy.clone(), args.max_layer_bytes)
@@ -217,6 +244,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     info!(
         image = %args.operator_image,
         namespaces = ?args.namespaces,
+        shard = args.shard().unwrap_or("(every channel)"),
         json_deny_cidrs = %cidrs(&args.json_deny_cidrs),
         json_allow_cidrs = %cidrs(&args.json_allow_cidrs),
         "rancheros-operator {} starting",
@@ -227,7 +255,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         run_as_leader(&args, client, &parts, stop_rx.clone()).await
     } else {
         let (_never, lost) = watch::channel(false);
-        run_controllers(&parts, &args.namespaces, stop_rx.clone(), lost).await;
+        run_controllers(&parts, &args, stop_rx.clone(), lost).await;
         Ok(())
     };
     info!("stopped");
@@ -256,7 +284,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
 /// `lost` fires (in-flight work is cancelled at once: another replica may act soon).
 async fn run_controllers(
     parts: &Parts,
-    namespaces: &[String],
+    args: &OperatorArgs,
     stop: watch::Receiver<bool>,
     mut lost: watch::Receiver<bool>,
 ) {
@@ -267,7 +295,8 @@ async fn run_controllers(
         parts.metrics.clone(),
         parts.http.clone(),
         parts.registry.clone(),
-        namespaces,
+        &args.namespaces,
+        args.shard(),
         stop,
     );
     tokio::pin!(controllers);
@@ -303,13 +332,13 @@ async fn run_as_leader(
     let (leading_tx, mut leading) = watch::channel(false);
     let elector = Elector::new(
         Api::<Lease>::namespaced(client, &namespace),
-        LeaseConfig::new(args.leader_election_lease.clone(), identity.clone()),
+        LeaseConfig::new(args.lease_name(), identity.clone()),
     );
     // The elector stops (and hands the Lease back) only once the controllers have stopped:
     // while in-flight syncs drain, this replica still acts, so it must still hold the Lease.
     let (release_tx, release_rx) = watch::channel(false);
     let election = tokio::spawn(elector.run(leading_tx, release_rx));
-    info!(lease = %args.leader_election_lease, %namespace, %identity, "waiting for the leader lease");
+    info!(lease = %args.lease_name(), %namespace, %identity, "waiting for the leader lease");
     let elected = tokio::select! {
         r = leading.wait_for(|l| *l) => r.is_ok(),
         _ = stop.wait_for(|s| *s) => false,
@@ -327,7 +356,7 @@ async fn run_as_leader(
             let _ = lost_tx.send(true);
         }
     });
-    run_controllers(parts, &args.namespaces, stop.clone(), lost_rx.clone()).await;
+    run_controllers(parts, args, stop.clone(), lost_rx.clone()).await;
     parts.metrics.leader.set(0);
     let lost = *lost_rx.borrow() && !*stop.borrow();
     lost_watch.abort();

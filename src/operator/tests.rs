@@ -109,3 +109,31 @@ fn namespaces_are_trimmed_and_deduplicated() {
         .collect();
     assert_eq!(distinct_names(&given), ["a", "b"]);
 }
+
+#[test]
+fn the_interval_jitter_is_a_percentage() {
+    assert_eq!(parse_percent("10%"), Ok(10));
+    assert_eq!(parse_percent(" 0 "), Ok(0));
+    assert_eq!(parse_percent("100"), Ok(100));
+    for bad in ["101%", "-1", "ten", "%", "0.5"] {
+        let e = parse_percent(bad).unwrap_err();
+        assert!(e.contains("is not a percentage"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn each_shard_has_its_own_lease() {
+    let base = "rancheros-operator";
+    assert_eq!(shard_lease(base, None), base);
+    let a = shard_lease(base, Some("shard=a"));
+    let b = shard_lease(base, Some("shard=b"));
+    assert!(
+        a.starts_with("rancheros-operator-shard-") && a.len() == base.len() + 15,
+        "{a}"
+    );
+    assert_ne!(a, b);
+    // The same selector, the same Lease: every replica of a shard competes for one.
+    assert_eq!(a, shard_lease(base, Some("shard=a")));
+    // Within a Lease name's 253 characters, whatever the base.
+    assert!(shard_lease(&"x".repeat(300), Some("s")).len() <= 253);
+}

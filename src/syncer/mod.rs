@@ -22,7 +22,7 @@ pub mod versions;
 pub use decision::{Decision, Effect, Fetched, Needs, Note, Observation, Outcome};
 pub use phase::{Phase, phase, phase_resolved};
 pub use settings::Settings;
-pub use timing::backoff;
+pub use timing::{backoff, jittered};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,7 +55,7 @@ const TAIL_BYTES: usize = 600;
 
 /// The decision for one channel.
 pub fn decide(obs: &Observation, settings: &Settings) -> Decision {
-    decide_resolved(obs, settings, &settings.resolve(&obs.channel.spec))
+    decide_resolved(obs, settings, &settings.resolve_channel(obs.channel))
 }
 
 /// [`decide`], with the channel's spec resolved by the caller (`Settings::resolve`): once

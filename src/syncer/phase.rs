@@ -40,7 +40,7 @@ impl Phase {
 
 /// The phase of the observed channel under these settings.
 pub fn phase(obs: &Observation, settings: &Settings) -> Phase {
-    phase_resolved(obs, settings, &settings.resolve(&obs.channel.spec))
+    phase_resolved(obs, settings, &settings.resolve_channel(obs.channel))
 }
 
 /// [`phase`], with the channel's spec resolved by the caller.

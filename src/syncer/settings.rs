@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::api::ManagedOSVersionChannel;
 use crate::config::{self, ChannelConfig, CustomOptions};
 
 /// Operator-wide settings the decisions depend on.
@@ -33,6 +34,9 @@ pub struct Settings {
     pub allow_privileged_runners: bool,
     /// oci channels may use plain HTTP (`--allow-insecure-registries`).
     pub allow_insecure_registries: bool,
+    /// The most a channel's interval is stretched, in percent (`--interval-jitter`); each
+    /// channel has its own share of it.
+    pub interval_jitter_percent: u8,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -54,6 +58,8 @@ impl Default for Settings {
             min_sync_interval: limits.min_sync_interval,
             allow_privileged_runners: limits.allow_privileged_runners,
             allow_insecure_registries: limits.allow_insecure_registries,
+            // None, so that decisions are exact to the interval; the flag's default is 10.
+            interval_jitter_percent: 0,
         }
     }
 }
@@ -77,9 +83,25 @@ impl Settings {
         config::resolve(spec, &self.limits())
     }
 
-    /// A channel's sync interval, or the default one when its spec is invalid.
-    pub fn sync_interval(&self, spec: &crate::api::ManagedOSVersionChannelSpec) -> Duration {
-        self.resolve(spec).map_or_else(
+    /// The configuration of a channel under these settings, its interval with the
+    /// channel's share of the jitter.
+    pub fn resolve_channel(&self, ch: &ManagedOSVersionChannel) -> Result<ChannelConfig, String> {
+        let mut config = self.resolve(&ch.spec)?;
+        let stretched = super::timing::jittered(
+            config.sync_interval,
+            self.interval_jitter_percent,
+            ch.metadata.uid.as_deref().unwrap_or_default(),
+        );
+        // Never past a year (every time the operator computes is at most a year away).
+        config.sync_interval = stretched
+            .min(config::MAX_DURATION)
+            .max(config.sync_interval);
+        Ok(config)
+    }
+
+    /// A channel's sync interval (jittered), or the default one when its spec is invalid.
+    pub fn sync_interval(&self, ch: &ManagedOSVersionChannel) -> Duration {
+        self.resolve_channel(ch).map_or_else(
             |_| self.limits().default_sync_interval(),
             |c| c.sync_interval,
         )

@@ -16,6 +16,26 @@ pub fn backoff(retry_delay: Duration, failures: i64, interval: Duration) -> Dura
     }
 }
 
+/// The interval a channel resyncs at: `interval` stretched by the channel's own share of
+/// `jitter_percent`, fixed per channel (from its uid: the same across restarts and
+/// replicas), never shorter than `interval`. Channels created together then drift apart
+/// instead of resyncing together for ever.
+pub fn jittered(interval: Duration, jitter_percent: u8, uid: &str) -> Duration {
+    // FNV-1a: stable across builds (std's hasher is not), good enough to spread uids.
+    let hash = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let share = u128::from(hash % 10_000); // of 10,000
+    let extra = interval
+        .as_millis()
+        .checked_mul(u128::from(jitter_percent.min(100)))
+        .and_then(|m| m.checked_mul(share))
+        .map_or(0, |m| m / 1_000_000);
+    interval.saturating_add(Duration::from_millis(
+        u64::try_from(extra).unwrap_or(u64::MAX),
+    ))
+}
+
 impl Decider<'_> {
     /// The rest of the backoff after a failed attempt of this generation, if it is not over.
     pub(super) fn backing_off(&self, interval: Duration) -> Option<Duration> {
@@ -79,5 +99,42 @@ impl Decider<'_> {
     pub(super) fn at(&self, after: Duration) -> Option<Time> {
         let span = k8s_openapi::jiff::SignedDuration::try_from(after).ok()?;
         self.obs.now.checked_add(span).ok().map(Time)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::jittered;
+    use std::time::Duration;
+
+    #[test]
+    fn each_channel_has_its_own_fixed_share_of_the_jitter() {
+        let hour = Duration::from_secs(3600);
+        let uids: Vec<String> = (0..200).map(|i| format!("9f1c-{i}")).collect();
+        let intervals: Vec<Duration> = uids.iter().map(|u| jittered(hour, 10, u)).collect();
+        // Deterministic: the same uid, the same interval.
+        assert_eq!(intervals[7], jittered(hour, 10, &uids[7]));
+        // Within [interval, interval + 10%], never shorter.
+        assert!(
+            intervals
+                .iter()
+                .all(|d| *d >= hour && *d <= hour + hour / 10)
+        );
+        // Spread: channels created together do not keep resyncing together.
+        let distinct: std::collections::BTreeSet<_> = intervals.iter().collect();
+        assert!(
+            distinct.len() > 190,
+            "{} distinct intervals",
+            distinct.len()
+        );
+        let spread = intervals
+            .iter()
+            .max()
+            .unwrap()
+            .saturating_sub(*intervals.iter().min().unwrap());
+        assert!(spread > hour / 20, "spread {spread:?}");
+        // No jitter: the interval itself; and no overflow at the largest intervals.
+        assert_eq!(jittered(hour, 0, "x"), hour);
+        assert!(jittered(Duration::MAX, 100, "x") == Duration::MAX);
     }
 }

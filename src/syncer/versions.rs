@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -49,6 +49,71 @@ impl Plan {
             parts.join(", ")
         }
     }
+}
+
+/// Annotation the operator writes on every version: a hash of the content it applied
+/// (labels, annotations, spec). The watch cache holds no spec: a version whose hash is the
+/// one a sync wants is unchanged, unless someone else wrote it since (then it is read).
+pub const CONTENT_HASH_ANNOTATION: &str = "rancheros.cattle.io/content-hash";
+
+/// The content hash of a version the operator applies (its own hash annotation left out).
+pub fn content_hash(v: &ManagedOSVersion) -> String {
+    let mut annotations = v.annotations().clone();
+    annotations.remove(CONTENT_HASH_ANNOTATION);
+    let content = serde_json::json!([v.labels(), annotations, v.spec]);
+    let digest = ring::digest::digest(&ring::digest::SHA256, content.to_string().as_bytes());
+    digest
+        .as_ref()
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Whether this is a version as the metadata-only cache holds it (no spec, no field sets),
+/// not one read in full.
+pub fn metadata_only(v: &ManagedOSVersion) -> bool {
+    v.spec == Default::default()
+        && v.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .all(|m| m.fields_v1.is_none())
+}
+
+/// Whether someone other than the operator wrote the version (its labels, annotations or
+/// spec; not its status) at or after the operator's own last write, by its `managedFields`
+/// record: then its content may differ from what its hash says. Times have one-second
+/// resolution: a write in the same second counts.
+pub fn written_by_others(v: &ManagedOSVersion) -> bool {
+    let writers = v.metadata.managed_fields.iter().flatten();
+    let main = |m: &&ManagedFieldsEntry| m.subresource.as_deref().is_none_or(str::is_empty);
+    let ours = writers
+        .clone()
+        .filter(main)
+        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+        .filter_map(|m| m.time.as_ref())
+        .max();
+    let Some(ours) = ours else {
+        return true;
+    };
+    writers
+        .filter(main)
+        .filter(|m| m.manager.as_deref() != Some(FIELD_MANAGER))
+        .any(|m| m.time.as_ref().is_none_or(|t| t >= ours))
+}
+
+/// The versions of this channel to read fresh before a sync decides on them: cached as
+/// metadata only, and written by someone else since the operator wrote them.
+pub fn to_read_fresh(
+    channel: &ManagedOSVersionChannel,
+    cached: &[Arc<ManagedOSVersion>],
+) -> Vec<String> {
+    cached
+        .iter()
+        .filter(|v| controlled_by(&v.metadata, channel) && metadata_only(v) && written_by_others(v))
+        .map(|v| v.name_any())
+        .collect()
 }
 
 pub fn controlled_by(meta: &ObjectMeta, channel: &ManagedOSVersionChannel) -> bool {
@@ -99,6 +164,10 @@ pub fn desired(
         owner_references: channel.controller_owner_ref(&()).map(|r| vec![r]),
         ..Default::default()
     };
+    let hash = content_hash(&version);
+    version
+        .annotations_mut()
+        .insert(CONTENT_HASH_ANNOTATION.into(), hash);
     version
 }
 
@@ -116,6 +185,12 @@ pub fn with_registry(registry: &str, target: &str) -> String {
 /// and nothing the operator's last apply set may be left that `want` no longer sets (a
 /// label dropped from the channel data). Fields other managers added are ignored.
 pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
+    if metadata_only(existing) {
+        // As cached: the hash says it all (a removed or forged one differs too). One
+        // written by someone else since is read in full first (`to_read_fresh`).
+        return existing.annotations().get(CONTENT_HASH_ANNOTATION)
+            != want.annotations().get(CONTENT_HASH_ANNOTATION);
+    }
     let contains = |have: &BTreeMap<String, String>, want: &BTreeMap<String, String>| {
         want.iter().all(|(k, v)| have.get(k) == Some(v))
     };
@@ -149,7 +224,7 @@ pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
 }
 
 /// The fields the operator's last server-side apply set (`managedFields`, `FieldsV1`), as
-/// the API server sent them or as [`compact_owned_fields`] left them.
+/// the API server sent them (or as text).
 fn owned_fields(v: &ManagedOSVersion) -> Option<Cow<'_, Value>> {
     let fields = &operator_entry(v)?.fields_v1.as_ref()?.0;
     match fields {
@@ -162,36 +237,6 @@ fn operator_entry(v: &ManagedOSVersion) -> Option<&ManagedFieldsEntry> {
     v.metadata.managed_fields.iter().flatten().find(|m| {
         m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
     })
-}
-
-/// Shrinks a version for the watch cache, keeping what [`differs`] reads: of the
-/// `managedFields` only the operator's apply record, and of its field set only labels,
-/// annotations and spec, as JSON text. A parsed field set is a tree of maps, about 4.5 KiB
-/// per version against 2.3 KiB for the rest of it; the text is about 150 bytes.
-pub fn compact_owned_fields(v: &mut ManagedOSVersion) {
-    let owned = owned_fields(v).map(|fields| {
-        let meta = fields.get("f:metadata");
-        let mut kept = serde_json::Map::new();
-        let mut kept_meta = serde_json::Map::new();
-        for key in ["f:labels", "f:annotations"] {
-            if let Some(sub) = meta.and_then(|m| m.get(key)) {
-                kept_meta.insert(key.into(), sub.clone());
-            }
-        }
-        kept.insert("f:metadata".into(), Value::Object(kept_meta));
-        if let Some(spec) = fields.get("f:spec") {
-            kept.insert("f:spec".into(), spec.clone());
-        }
-        Value::Object(kept).to_string()
-    });
-    v.metadata.managed_fields = owned.map(|text| {
-        vec![ManagedFieldsEntry {
-            manager: Some(FIELD_MANAGER.into()),
-            operation: Some("Apply".into()),
-            fields_v1: Some(FieldsV1(Value::String(text))),
-            ..Default::default()
-        }]
-    });
 }
 
 /// Whether the owned field set names a field that `want` does not have. Keys of a field set

@@ -208,25 +208,6 @@ mod change_detection {
         );
         assert!(differs(&have, &smaller));
 
-        // The watch cache's compact form of the field set decides the same.
-        for (v, want, expected) in [
-            (&have, &want, false),
-            (&foreign, &want, false),
-            (&float, &want, false),
-            (&edited, &want, true),
-            (&unlabelled, &want, true),
-            (&have, &dropped, true),
-            (&have, &smaller, true),
-        ] {
-            let mut compact = v.clone();
-            compact_owned_fields(&mut compact);
-            assert!(matches!(
-                &compact.metadata.managed_fields.as_ref().unwrap()[0].fields_v1,
-                Some(FieldsV1(Value::String(_)))
-            ));
-            assert_eq!(differs(&compact, want), expected, "{v:?}");
-        }
-
         // Never applied by the operator (no managedFields record): write once.
         let mut unknown = have.clone();
         unknown.metadata.managed_fields = None;
@@ -276,5 +257,112 @@ mod change_detection {
             c.metadata.uid, None,
             "a create has nothing to be conditional on"
         );
+    }
+}
+
+/// The metadata-only cache: a version is what its content hash says, unless someone else
+/// wrote it after the operator (then it is read in full).
+mod metadata_only_cache {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// `v` as the metadata-only watch caches it, with these writers: `(manager, second)`.
+    fn cached(v: &ManagedOSVersion, writers: &[(&str, i64)]) -> ManagedOSVersion {
+        let mut c = ManagedOSVersion::new(&v.name_any(), Default::default());
+        c.metadata = v.metadata.clone();
+        c.metadata.managed_fields = Some(
+            writers
+                .iter()
+                .map(|(manager, second)| ManagedFieldsEntry {
+                    manager: Some((*manager).into()),
+                    operation: Some("Apply".into()),
+                    time: Some(Time(
+                        k8s_openapi::jiff::Timestamp::from_second(*second).unwrap(),
+                    )),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        c
+    }
+
+    #[test]
+    fn the_content_hash_decides_and_a_removed_or_forged_one_is_rewritten() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let cfg = config(&ch);
+        let want = desired(&ch, &cfg, &item("foo", "os:v1"));
+        let hash = &want.annotations()[CONTENT_HASH_ANNOTATION];
+        assert_eq!(hash.len(), 32);
+        // Another content, another hash.
+        let other = desired(&ch, &cfg, &item("foo", "os:v2"));
+        assert_ne!(&other.annotations()[CONTENT_HASH_ANNOTATION], hash);
+
+        let have = cached(&existing_version(&ch, want.clone()), &[(FIELD_MANAGER, 10)]);
+        assert!(metadata_only(&have) && !written_by_others(&have));
+        let unchanged = plan(
+            &ch,
+            Some((&cfg, &[item("foo", "os:v1")])),
+            &arcs(std::slice::from_ref(&have)),
+            false,
+        );
+        assert_eq!(unchanged.unwrap(), Plan::default());
+        // A new content: written.
+        let changed = plan(
+            &ch,
+            Some((&cfg, &[item("foo", "os:v2")])),
+            &arcs(std::slice::from_ref(&have)),
+            false,
+        );
+        assert_eq!(changed.unwrap().updated, 1);
+        // The hash removed, or forged: rewritten.
+        for forged in [None, Some("0123")] {
+            let mut v = have.clone();
+            match forged {
+                None => v.annotations_mut().remove(CONTENT_HASH_ANNOTATION),
+                Some(h) => v
+                    .annotations_mut()
+                    .insert(CONTENT_HASH_ANNOTATION.into(), h.into()),
+            };
+            let p = plan(
+                &ch,
+                Some((&cfg, &[item("foo", "os:v1")])),
+                &arcs(&[v]),
+                false,
+            );
+            assert_eq!(p.unwrap().updated, 1, "{forged:?}");
+        }
+    }
+
+    #[test]
+    fn only_versions_written_by_others_after_the_operator_are_read_in_full() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let want = desired(&ch, &config(&ch), &item("foo", "os:v1"));
+        let mine = existing_version(&ch, want);
+        let stale = |writers: &[(&str, i64)]| {
+            to_read_fresh(&ch, &arcs(&[cached(&mine, writers)])) == ["foo"]
+        };
+        assert!(!stale(&[(FIELD_MANAGER, 10)]));
+        assert!(!stale(&[("kubectl", 9), (FIELD_MANAGER, 10)]));
+        assert!(stale(&[(FIELD_MANAGER, 10), ("kubectl", 11)]));
+        // The same second: it may be later.
+        assert!(stale(&[(FIELD_MANAGER, 10), ("kubectl", 10)]));
+        // Never written by the operator.
+        assert!(stale(&[("kubectl", 1)]));
+        // A status write is no content.
+        let mut status = cached(&mine, &[(FIELD_MANAGER, 10), ("tool", 11)]);
+        status.metadata.managed_fields.as_mut().unwrap()[1].subresource = Some("status".into());
+        assert!(to_read_fresh(&ch, &arcs(&[status])).is_empty());
+        // Read in full, a version is compared in full: its edited spec is drift.
+        assert!(!metadata_only(&mine));
+        let mut edited = mine.clone();
+        edited.spec.version = Some("v9".into());
+        assert!(differs(
+            &edited,
+            &desired(&ch, &config(&ch), &item("foo", "os:v1"))
+        ));
+        // Versions of other channels are never read.
+        let mut theirs = cached(&mine, &[("kubectl", 1)]);
+        theirs.metadata.owner_references = None;
+        assert!(to_read_fresh(&ch, &arcs(&[theirs])).is_empty());
     }
 }
