@@ -588,6 +588,7 @@ pub fn syncer_decide(data: &[u8]) {
             Duration::MAX,
         ]),
         allow_privileged_runners: c.flag(),
+        ..Settings::default()
     };
     // The pod named after the channel: none, ours (the decision's own shape), or a stranger.
     let pod: Option<Pod> = match c.byte() % 3 {

@@ -14,6 +14,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{ETAG, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use reqwest::redirect;
 
+use crate::budget::Hold;
 use crate::config::JsonOptions;
 use crate::egress::{Policy, Refused};
 
@@ -117,12 +118,15 @@ fn check_literal(policy: &Policy, url: &reqwest::Url) -> Result<(), Refused> {
     url.host_str().map_or(Ok(()), |h| policy.check_host(h))
 }
 
-/// Fetches a json channel's data.
+/// Fetches a json channel's data; the body takes room in `hold` as it arrives, and a
+/// source that sends nothing for the budget's idle bound (an answer, or the next bytes of
+/// the body) fails the fetch.
 pub async fn get(
     client: &Client,
     options: &JsonOptions,
     validators: &Validators,
     max_bytes: u64,
+    hold: &mut Hold,
 ) -> Response {
     let uri = &options.uri;
     let failed = |what: String| Response::Failed(format!("fetching {uri}: {what}"));
@@ -139,9 +143,11 @@ pub async fn get(
     if let Some(date) = &validators.last_modified {
         get = get.header(IF_MODIFIED_SINCE, date);
     }
-    let response = match get.send().await {
-        Ok(r) => r,
-        Err(e) => return failed(describe(&e, options.timeout)),
+    let budget = hold.budget().clone();
+    let response = match budget.step(get.send()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return failed(describe(&e, options.timeout)),
+        Err(stall) => return failed(stall.to_string()),
     };
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED {
@@ -170,13 +176,22 @@ pub async fn get(
     };
     let mut data = Vec::new();
     let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
+    loop {
+        let chunk = match budget.step(stream.next()).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(stall) => return failed(stall.to_string()),
+        };
         match chunk {
             Ok(bytes) => {
-                if data.len().saturating_add(bytes.len()) as u64 > max_bytes {
+                let len = data.len().saturating_add(bytes.len());
+                if len as u64 > max_bytes {
                     return failed(format!(
                         "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
                     ));
+                }
+                if let Err(stall) = hold.grow(len).await {
+                    return failed(stall.to_string());
                 }
                 data.extend_from_slice(&bytes);
             }
@@ -293,7 +308,66 @@ mod tests {
             uri: uri.to_string(),
             timeout: Duration::from_secs(5),
         };
-        get(&client, &options, &Validators::default(), 1 << 20).await
+        let budget = crate::budget::Budget::new(1 << 20, Duration::from_secs(5));
+        get(
+            &client,
+            &options,
+            &Validators::default(),
+            1 << 20,
+            &mut budget.hold(),
+        )
+        .await
+    }
+
+    /// Headers, then `bytes` of body one at a time, `every` apart, then silence.
+    async fn trickle(bytes: usize, every: Duration) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0; 1024];
+                    let _ = socket.read(&mut buf).await;
+                    let head = "HTTP/1.1 200 OK\r\ncontent-length: 1000000\r\n\r\n";
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    for _ in 0..bytes {
+                        tokio::time::sleep(every).await;
+                        let _ = socket.write_all(b" ").await;
+                    }
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_source_that_sends_nothing_fails_after_the_idle_bound_and_holds_only_what_it_sent() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = Client::new(policy(&["127.0.0.0/8"], &["127.0.0.1/32"])).unwrap();
+        let addr = trickle(5, Duration::from_millis(20)).await;
+        let options = JsonOptions {
+            uri: format!("http://{addr}/c.json"),
+            timeout: Duration::from_secs(600),
+        };
+        // A budget of 8 KiB; reads fail after 300 ms without a byte.
+        let budget = crate::budget::Budget::new(8 << 10, Duration::from_millis(300));
+        let mut hold = budget.hold();
+        let none = Validators::default();
+        let fetching = get(&client, &options, &none, 1 << 20, &mut hold);
+        let watching = async {
+            // While it trickles, the fetch holds one KiB of the eight: others read on.
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            budget.free()
+        };
+        let (response, free) = tokio::join!(fetching, watching);
+        assert_eq!(free, 7, "a trickling source holds more than what it sent");
+        let why = failure(response);
+        assert!(why.contains("nothing arrived for 0.3s"), "{why}");
+        drop(hold);
+        assert_eq!(budget.free(), 8);
     }
 
     fn failure(r: Response) -> String {

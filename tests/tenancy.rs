@@ -114,8 +114,9 @@ async fn foreign_labelled_pods_do_not_hold_sync_slots() {
 #[tokio::test]
 async fn channels_deleted_mid_sync_free_their_slots() {
     let mut t = TestNs::new("deleted-mid-sync").await;
-    t.start_operator(&["--max-concurrent-syncs=2"]);
-    // Two hold the slots with runners that sleep long; a third waits for one.
+    // Four slots: the namespace's share is two.
+    t.start_operator(&["--max-concurrent-syncs=4"]);
+    // Two hold the namespace's share with runners that sleep long; a third waits.
     t.create_channel("slow-1", slow_spec(900, "slow-1-v1"))
         .await;
     t.create_channel("slow-2", slow_spec(900, "slow-2-v1"))
@@ -473,4 +474,97 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     t.cleanup().await;
+}
+
+/// A pod forged as channel `name`'s syncer pod: its name, its label and a controller owner
+/// reference to it (whoever may create pods can write all three); it sleeps.
+fn forged_pod(ch: &ManagedOSVersionChannel) -> Pod {
+    let name = ch.metadata.name.clone().unwrap();
+    let mut pod = foreign_pod(&name, &name);
+    pod.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+            "name": name, "uid": ch.metadata.uid.clone().unwrap(), "controller": true
+        }))
+        .unwrap(),
+    ]);
+    pod
+}
+
+fn stalled(ch: &ManagedOSVersionChannel) -> bool {
+    ch.status
+        .as_ref()
+        .and_then(|s| s.condition("Stalled"))
+        .is_some_and(|c| c.status == "True")
+}
+
+#[tokio::test]
+async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
+    let mut t = TestNs::new("forged-stalled-pods").await;
+    // Quick retries, so that the channels are past theirs (Stalled) within seconds.
+    t.start_operator(&["--max-concurrent-syncs=2", "--retry-delay=1s"]);
+    for name in ["stalled-1", "stalled-2"] {
+        t.create_channel(name, custom_spec("exit 1")).await;
+    }
+    for name in ["stalled-1", "stalled-2"] {
+        t.eventually(&format!("{name} to stall"), 3 * SYNC, || async {
+            let ch = t.channel(name).await;
+            (stalled(&ch) && !reconciling(&ch)).then_some(())
+        })
+        .await;
+        t.eventually(&format!("{name}'s own pod to go"), SYNC, || async {
+            t.pods()
+                .get_opt(name)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    // Backing off for their interval: no decision looks at their pods until then.
+    for name in ["stalled-1", "stalled-2"] {
+        let pod = forged_pod(&t.channel(name).await);
+        t.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("forging pod {name}: {e}"));
+        wait_running(&t, &t.pods(), name).await;
+    }
+    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
+    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
+    let mut a = TestNs::new("sleepers-a").await;
+    let b = TestNs::new("sleepers-b").await;
+    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    for i in 1..=3 {
+        a.create_channel(
+            &format!("sleeper-{i}"),
+            slow_spec(3600, &format!("s{i}-v1")),
+        )
+        .await;
+    }
+    wait_running(&a, &a.pods(), "sleeper-1").await;
+    a.eventually("the other sleepers to wait for a slot", SYNC, || async {
+        let queued = all_channels(&a)
+            .await
+            .iter()
+            .filter(|c| is_queued(c))
+            .count();
+        (queued == 2).then_some(())
+    })
+    .await;
+    // Namespace A holds half the slots (one of two): B's channel starts at once.
+    b.create_channel("prompt", slow_spec(0, "prompt-v1")).await;
+    b.wait_ready("prompt", "Synchronized", SYNC).await;
+    assert!(
+        a.pods().get_opt("sleeper-2").await.unwrap().is_none(),
+        "namespace A holds more than half the slots"
+    );
+    b.cleanup().await;
+    a.cleanup().await;
 }

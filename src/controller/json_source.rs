@@ -13,7 +13,13 @@ use crate::syncer::Fetched;
 
 impl<I: ChannelIo> Context<I> {
     /// Fetches a json channel's data; a 304 is answered from the last good body.
-    pub(super) async fn fetch(&self, key: &Key, uid: &str, options: &JsonOptions) -> Fetched {
+    pub(super) async fn fetch(
+        &self,
+        key: &Key,
+        uid: &str,
+        options: &JsonOptions,
+        hold: &mut crate::budget::Hold,
+    ) -> Fetched {
         let kept = self
             .memory
             .lock()
@@ -24,7 +30,7 @@ impl<I: ChannelIo> Context<I> {
             .map(|b| b.validators.clone())
             .unwrap_or_default();
         let max = self.settings.max_output_bytes;
-        match self.io.fetch(options, &validators, max).await {
+        match self.io.fetch(options, &validators, max, hold).await {
             Response::Body { data, validators } => Fetched::Body {
                 data: data.into(),
                 validators,

@@ -166,6 +166,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         max_sync_timeout: args.max_sync_timeout,
         min_sync_interval: args.min_sync_interval,
         allow_privileged_runners: args.allow_privileged_runners,
+        read_idle: crate::budget::IDLE,
     };
     let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;

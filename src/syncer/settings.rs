@@ -29,6 +29,8 @@ pub struct Settings {
     /// Runner security contexts that grant more than a restricted container are accepted
     /// (`--allow-privileged-runners`).
     pub allow_privileged_runners: bool,
+    /// A read (a json fetch, a log) that makes no progress this long fails.
+    pub read_idle: Duration,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -48,6 +50,7 @@ impl Default for Settings {
             max_sync_timeout: limits.max_sync_timeout,
             min_sync_interval: limits.min_sync_interval,
             allow_privileged_runners: limits.allow_privileged_runners,
+            read_idle: crate::budget::IDLE,
         }
     }
 }
