@@ -717,13 +717,16 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         .map(|rest| rest.split('"').next().unwrap().to_string())
         .collect();
     assert!(flags.len() > 10, "{flags:?}");
-    // The CI values set every value; allowPrivilegedRunners is off there on purpose.
+    // The CI values set every value; allowPrivilegedRunners and jsonDenyPrivateRanges
+    // are off there on purpose (the CI's json sources are on the node's private address).
     let values = chart_dir().join("ci/namespaced-values.yaml");
     let docs = render(&[
         "--values",
         values.to_str().unwrap(),
         "--set",
         "operator.allowPrivilegedRunners=true",
+        "--set",
+        "operator.jsonDenyPrivateRanges=true",
     ]);
     let c = check_common(&docs, "ros-operator");
     let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();

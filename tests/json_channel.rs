@@ -694,10 +694,55 @@ async fn a_json_source_that_trickles_does_not_stop_another_json_channel_syncing(
     // Its fetch goes on (no outcome yet): the other synced beside it.
     let trickling = a.channel("trickle").await;
     assert!(
-        matches!(ready_reason(&trickling).as_deref(), None | Some("Synchronizing")),
+        matches!(
+            ready_reason(&trickling).as_deref(),
+            None | Some("Synchronizing")
+        ),
         "the trickling fetch ended: the test did not run beside it: {}",
         ready_message(&trickling)
     );
     b.cleanup().await;
     a.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uris_on_ipv6_forms_of_denied_ipv4_addresses_are_refused() {
+    let (base, server) = serve().await;
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let mut t = TestNs::new("json-ipv6-forms").await;
+    t.start_operator(&[]);
+    // Each reaches 127.0.0.1 or a metadata service through a translator, a relay or the
+    // host's own IPv4 stack; judged as IPv6 they pass a list of IPv4 networks.
+    let cases = [
+        ("compatible", format!("[::127.0.0.1]:{port}"), "127.0.0.1"),
+        ("siit", format!("[::ffff:0:127.0.0.1]:{port}"), "127.0.0.1"),
+        ("nat64", format!("[64:ff9b::7f00:1]:{port}"), "127.0.0.1"),
+        ("sixtofour", format!("[2002:7f00:1::1]:{port}"), "127.0.0.1"),
+        (
+            "alibaba-metadata",
+            "100.100.100.200".into(),
+            "100.100.100.200",
+        ),
+        (
+            "aws-ipv6-metadata",
+            "[fd00:ec2::254]".into(),
+            "fd00:ec2::254",
+        ),
+    ];
+    for (name, host, _) in &cases {
+        t.create_channel(name, json_spec(&format!("http://{host}/channel.json")))
+            .await;
+    }
+    for (name, host, address) in &cases {
+        refused(
+            &t,
+            name,
+            &format!(
+                "fetching http://{host}/channel.json: address {address} is not allowed (--json-deny-cidr)"
+            ),
+        )
+        .await;
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+    t.cleanup().await;
 }

@@ -105,6 +105,10 @@ pub struct OperatorArgs {
         value_parser = egress::parse_cidr
     )]
     pub json_allow_cidrs: Vec<Cidr>,
+    /// Also deny the private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)
+    /// to json channels, on top of --json-deny-cidr.
+    #[arg(long, env = "JSON_DENY_PRIVATE_RANGES")]
+    pub json_deny_private_ranges: bool,
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
     /// service account).
     #[arg(long)]

@@ -168,7 +168,10 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         allow_privileged_runners: args.allow_privileged_runners,
         read_idle: crate::budget::IDLE,
     };
-    let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    let mut policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    if args.json_deny_private_ranges {
+        policy = policy.deny_private_ranges();
+    }
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
     let parts = Parts {
         client: client.clone(),
