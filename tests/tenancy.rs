@@ -548,7 +548,13 @@ async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
         )
         .await;
     }
-    wait_running(&a, &a.pods(), "sleeper-1").await;
+    let running = a
+        .eventually("a sleeper's pod", SYNC, || async {
+            let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
+            pods.first().and_then(|p| p.metadata.name.clone())
+        })
+        .await;
+    wait_running(&a, &a.pods(), &running).await;
     a.eventually("a sleeper to wait for a slot", SYNC, || async {
         let queued = all_channels(&a)
             .await
@@ -561,10 +567,42 @@ async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
     // Namespace A holds half the slots (one of two): B's channel starts at once.
     b.create_channel("prompt", slow_spec(0, "prompt-v1")).await;
     b.wait_ready("prompt", "Synchronized", SYNC).await;
-    assert!(
-        a.pods().get_opt("sleeper-2").await.unwrap().is_none(),
-        "namespace A holds more than half the slots"
-    );
+    let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(pods.len(), 1, "namespace A holds more than half the slots");
     b.cleanup().await;
     a.cleanup().await;
+}
+
+#[tokio::test]
+async fn thirty_on_demand_requests_in_thirty_seconds_start_at_most_four_syncs() {
+    let mut t = TestNs::new("request-storm").await;
+    // The default --min-request-interval (10s).
+    t.start_operator(&[]);
+    t.create_channel("asked", slow_spec(0, "asked-v1")).await;
+    t.wait_ready("asked", "Synchronized", SYNC).await;
+    let before = t.pods_created();
+    let start = std::time::Instant::now();
+    for i in 0..30 {
+        t.request_sync("asked", &format!("storm-{i}")).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let storm = start.elapsed();
+    let during = t.pods_created() - before;
+    // Never dropped: the last request is served, once its window ends.
+    t.eventually("the last request to be served", SYNC, || async {
+        let ch = t.channel("asked").await;
+        let served = ch.status.as_ref()?.sync_requested_at.clone()?;
+        (served == "storm-29"
+            && !reconciling(&ch)
+            && ready_reason(&ch).as_deref() == Some("Synchronized"))
+        .then_some(())
+    })
+    .await;
+    eprintln!("{during} syncer pods during {storm:?} of requests");
+    // One per 10 s window (three in 30 s), one more for a window cut by the storm's start.
+    assert!(
+        during <= 4,
+        "{during} syncer pods for 30 requests in {storm:?} (--min-request-interval 10s)"
+    );
+    t.cleanup().await;
 }

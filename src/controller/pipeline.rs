@@ -91,6 +91,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         }
         // Read fresh, it may be a namesake created since: its record is its own.
         let uid = channel.uid().unwrap_or(uid);
+        let channel = ctx.with_recorded_pod(key, &uid, channel);
         let mut attempt = Attempt::new(ctx, key, uid, channel);
         let decision = match attempt.sync(stale).await {
             Ok(decision) => decision,
@@ -264,7 +265,10 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         };
         if let Some(uid) = changes.created {
             // The proof that the pod is the operator's (it holds a slot, its log is read):
-            // written with the status that says the sync began.
+            // kept in memory, and written with the status that says the sync began.
+            let recorded = uid.clone();
+            self.ctx
+                .with_record(self.key, &self.uid, |r| r.pod_uid = Some(recorded));
             let status = decision
                 .status
                 .get_or_insert_with(|| self.channel.status.clone().unwrap_or_default());

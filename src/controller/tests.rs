@@ -500,3 +500,27 @@ async fn long_syncs_of_one_namespace_leave_another_namespace_a_slot() {
     let running = h.ctx.io.running_syncs();
     assert!(running.contains(&a[0]) && running.contains(&b));
 }
+
+#[tokio::test]
+async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
+    let mut h = Harness::slots(2);
+    let k = h.create("a", "own", custom());
+    h.ok(&k).await;
+    assert!(h.has_pod(&k));
+    // A CRD without the field (an older one) prunes it from the status.
+    if let Some(status) = h
+        .ctx
+        .io
+        .world()
+        .channels
+        .get_mut(&k)
+        .unwrap()
+        .status
+        .as_mut()
+    {
+        status.syncer_pod_uid = None;
+    }
+    h.ok(&k).await;
+    assert!(h.has_pod(&k), "the operator replaced its own pod");
+    assert_eq!(h.calls("delete_pod"), 0);
+}

@@ -54,6 +54,10 @@ pub struct OperatorArgs {
     /// 8760h).
     #[arg(long, env = "MIN_SYNC_INTERVAL", default_value = "1m", value_parser = duration::parse)]
     pub min_sync_interval: Duration,
+    /// On-demand requests of one channel start at most one sync per this long after its
+    /// last one; a request inside the window is served when it ends (0s to 8760h).
+    #[arg(long, env = "MIN_REQUEST_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub min_request_interval: Duration,
     /// Accept runner securityContexts that grant more than a restricted container
     /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
     #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]

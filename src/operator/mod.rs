@@ -167,6 +167,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         min_sync_interval: args.min_sync_interval,
         allow_privileged_runners: args.allow_privileged_runners,
         read_idle: crate::budget::IDLE,
+        min_request_interval: args.min_request_interval.min(crate::config::MAX_DURATION),
     };
     let mut policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     if args.json_deny_private_ranges {

@@ -31,6 +31,8 @@ pub struct Settings {
     pub allow_privileged_runners: bool,
     /// A read (a json fetch, a log) that makes no progress this long fails.
     pub read_idle: Duration,
+    /// On-demand requests start at most one sync per this long (`--min-request-interval`).
+    pub min_request_interval: Duration,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -51,6 +53,7 @@ impl Default for Settings {
             min_sync_interval: limits.min_sync_interval,
             allow_privileged_runners: limits.allow_privileged_runners,
             read_idle: crate::budget::IDLE,
+            min_request_interval: Duration::from_secs(10),
         }
     }
 }

@@ -90,6 +90,8 @@ pub(crate) fn settings() -> Settings {
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: 10_000,
         syncer_image_pull_secrets: Vec::new(),
+        // Requests served at once (the request window has its own test).
+        min_request_interval: Duration::ZERO,
         // The flags' defaults: bounds, no privileged runners.
         ..Settings::default()
     }
