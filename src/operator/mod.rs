@@ -197,7 +197,14 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     );
 
     let result = if args.leader_election {
-        run_as_leader(&args, client, &parts, stop_rx.clone()).await
+        // The Lease is renewed on a client of its own (its own connections and request
+        // queue): renewals never wait behind the syncs' API traffic, so a busy sync never
+        // makes the leader step down.
+        let lease_client = crate::client::client(source)
+            .await
+            .map_err(|e| OperatorError::Config(e.to_string()))?;
+        drop(client);
+        run_as_leader(&args, lease_client, &parts, stop_rx.clone()).await
     } else {
         let (_never, lost) = watch::channel(false);
         run_controllers(&parts, &args.namespaces, stop_rx.clone(), lost).await;
