@@ -58,6 +58,10 @@ pub struct OperatorArgs {
     /// last one; a request inside the window is served when it ends (0s to 8760h).
     #[arg(long, env = "MIN_REQUEST_INTERVAL", default_value = "10s", value_parser = duration::parse)]
     pub min_request_interval: Duration,
+    /// At most this many channels get per-channel metric series; the others are counted
+    /// together (rancheros_operator_channels_unlisted).
+    #[arg(long, env = "MAX_CHANNEL_SERIES", default_value_t = crate::metrics::DEFAULT_MAX_CHANNEL_SERIES)]
+    pub max_channel_series: usize,
     /// Accept runner securityContexts that grant more than a restricted container
     /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
     #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]

@@ -139,6 +139,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         let _ = stop_tx.send(true);
     });
     let metrics = Arc::new(Metrics::default());
+    metrics.set_max_channel_series(args.max_channel_series);
     let server = {
         let mut stop = stop_rx.clone();
         let addr = args.metrics_address;
