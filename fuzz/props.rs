@@ -602,6 +602,7 @@ pub fn syncer_decide(data: &[u8]) {
         allow_privileged_runners: c.flag(),
         allow_insecure_registries: c.flag(),
         interval_jitter_percent: *c.pick(&[0, 10, 100]),
+        ..Settings::default()
     };
     // The pod named after the channel: none, ours (the decision's own shape), or a stranger.
     let pod: Option<Pod> = match c.byte() % 3 {

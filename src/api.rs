@@ -247,6 +247,11 @@ pub struct ManagedOSVersionChannelStatus {
     /// spec change comes sooner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_sync_time: Option<Time>,
+    /// The uid of the last syncer pod the operator created for this channel. Only a pod
+    /// with this uid holds a sync slot or is read: names, labels and owner references are
+    /// anyone's to write, the status only the operator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syncer_pod_uid: Option<String>,
 }
 
 impl ManagedOSVersionChannelStatus {

@@ -9,7 +9,7 @@
 //! literals in URLs.
 
 use std::fmt;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use ipnet::IpNet;
@@ -18,8 +18,9 @@ use ipnet::IpNet;
 pub const DENY_FLAG: &str = "--json-deny-cidr";
 
 /// `--json-deny-cidr` when not given: loopback, link-local (the cloud metadata service
-/// 169.254.169.254 among them), unspecified, multicast.
-pub const DEFAULT_DENY: [&str; 8] = [
+/// 169.254.169.254 among them), unspecified, multicast, and the metadata services that are
+/// not link-local (Alibaba Cloud's 100.100.100.200, AWS's IPv6 fd00:ec2::254).
+pub const DEFAULT_DENY: [&str; 10] = [
     "127.0.0.0/8",
     "::1/128",
     "169.254.0.0/16",
@@ -28,7 +29,45 @@ pub const DEFAULT_DENY: [&str; 8] = [
     "::/128",
     "224.0.0.0/4",
     "ff00::/8",
+    "100.100.100.200/32",
+    "fd00:ec2::254/128",
 ];
+
+/// The private ranges (`--json-deny-private-ranges` adds them to the deny list): RFC 1918,
+/// carrier-grade NAT (RFC 6598) and IPv6 unique local addresses.
+pub const PRIVATE_RANGES: [&str; 5] = [
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "fc00::/7",
+];
+
+/// The IPv4 address an IPv6 address stands for, in the forms that reach an IPv4 host:
+/// IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, but not `::` and `::1`),
+/// SIIT IPv4-translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
+/// (`2002:AABB:CCDD::/48`). Judged as that IPv4 address, none slips past an IPv4 rule.
+pub fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
+    let IpAddr::V6(v6) = ip else {
+        return None;
+    };
+    let s = v6.segments();
+    let last = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => Some(last(hi, lo)),
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, hi, lo] => Some(last(hi, lo)),
+        [0, 0, 0, 0, 0xffff, 0, hi, lo] => Some(last(hi, lo)),
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => Some(last(hi, lo)),
+        [0x2002, hi, lo, ..] => Some(last(hi, lo)),
+        _ => None,
+    }
+}
+
+/// The address a rule judges: the IPv4 address an IPv6 form stands for, else itself.
+fn judged(ip: IpAddr) -> IpAddr {
+    embedded_ipv4(ip).map_or(ip, IpAddr::V4)
+}
 
 /// A network: an address and a prefix length, host bits cleared (an `ipnet::IpNet`).
 /// IPv4 networks written in IPv4-mapped IPv6 form (`::ffff:127.0.0.0/104`) are kept as the
@@ -37,10 +76,16 @@ pub const DEFAULT_DENY: [&str; 8] = [
 pub struct Cidr(IpNet);
 
 impl Cidr {
-    /// Whether the network holds `ip`; an IPv4-mapped IPv6 address is judged as the IPv4
-    /// address it maps (a connection to it is an IPv4 connection).
+    /// Whether the network holds `ip`, or the IPv4 address an IPv6 form of it stands for
+    /// ([`embedded_ipv4`]: a connection to it reaches that IPv4 host). An IPv4-mapped
+    /// address is an IPv4 connection: it is judged as IPv4 only; the other forms are IPv6
+    /// packets (to a translator or relay) and are judged both ways.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        self.0.contains(&ip.to_canonical())
+        let canonical = ip.to_canonical();
+        if canonical != ip {
+            return self.0.contains(&canonical);
+        }
+        self.0.contains(&ip) || self.0.contains(&judged(ip))
     }
 }
 
@@ -116,11 +161,33 @@ impl Policy {
         Policy { deny, allow }
     }
 
+    /// This policy with the private ranges denied too (`--json-deny-private-ranges`).
+    pub fn deny_private_ranges(mut self) -> Self {
+        for range in PRIVATE_RANGES.iter().filter_map(|c| c.parse::<Cidr>().ok()) {
+            if !self.deny.contains(&range) {
+                self.deny.push(range);
+            }
+        }
+        self
+    }
+
+    /// Whether a failure toward `ip` withholds what answered: `ip` is in a private range,
+    /// or loopback, link-local or unspecified, in any of its forms, and `--json-allow-cidr`
+    /// does not list it. An HTTP status, a connect error, a timeout or a body size from
+    /// there would map the private network for whoever wrote the channel.
+    pub fn withholds(&self, ip: IpAddr) -> bool {
+        let mut private = PRIVATE_RANGES
+            .iter()
+            .chain(DEFAULT_DENY.iter())
+            .filter_map(|c| c.parse::<Cidr>().ok());
+        private.any(|c| c.contains(ip)) && !self.allow.iter().any(|c| c.contains(ip))
+    }
+
     /// Whether a json channel may connect to `ip`.
     pub fn check(&self, ip: IpAddr) -> Result<(), Refused> {
         let held = |list: &[Cidr]| list.iter().any(|c| c.contains(ip));
         if held(&self.deny) && !held(&self.allow) {
-            Err(Refused(ip.to_canonical()))
+            Err(Refused(judged(ip)))
         } else {
             Ok(())
         }
@@ -149,7 +216,7 @@ impl Policy {
             .filter(|ip| self.check(*ip).is_ok())
             .collect();
         match (allowed.is_empty(), addrs.first()) {
-            (true, Some(first)) => Err(Refused(first.to_canonical())),
+            (true, Some(first)) => Err(Refused(judged(*first))),
             _ => Ok(allowed),
         }
     }
@@ -161,203 +228,4 @@ impl Policy {
 pub struct Refused(pub IpAddr);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ip(s: &str) -> IpAddr {
-        s.parse().unwrap()
-    }
-
-    fn cidr(s: &str) -> Cidr {
-        s.parse().unwrap()
-    }
-
-    #[test]
-    fn cidrs_parse_and_clear_host_bits() {
-        assert_eq!(cidr("10.1.2.3/8").to_string(), "10.0.0.0/8");
-        assert_eq!(cidr(" 10.0.0.0/8 ").to_string(), "10.0.0.0/8");
-        assert_eq!(cidr("fd00::1/8").to_string(), "fd00::/8");
-        assert_eq!(cidr("10.1.2.3").to_string(), "10.1.2.3/32");
-        assert_eq!(cidr("::1").to_string(), "::1/128");
-        assert_eq!(cidr("0.0.0.0/0").to_string(), "0.0.0.0/0");
-        assert_eq!(cidr("::/0").to_string(), "::/0");
-        // IPv4-mapped networks are the IPv4 network.
-        assert_eq!(cidr("::ffff:127.0.0.1/104").to_string(), "127.0.0.0/8");
-        assert_eq!(cidr("::ffff:10.0.0.1").to_string(), "10.0.0.1/32");
-        // Shorter than /96 it is an IPv6 network that holds more than mapped addresses.
-        assert_eq!(cidr("::ffff:0.0.0.0/80").to_string(), "::/80");
-    }
-
-    #[test]
-    fn bad_cidrs_name_the_value() {
-        for bad in [
-            "",
-            "/8",
-            "10.0.0.0/",
-            "10.0.0.0/+8",
-            "10.0.0.0/-1",
-            "10.0.0/8",
-            "localhost",
-            "10.0.0.0/8/8",
-            "fd00::/x",
-            "10.0.0.0 /8",
-        ] {
-            let e = Cidr::from_str(bad).unwrap_err();
-            assert!(e.contains(&format!("{bad:?} is not a CIDR")), "{bad}: {e}");
-        }
-        for (bad, bits) in [("10.0.0.0/33", 32), ("fd00::/129", 128), ("::/300", 128)] {
-            let e = Cidr::from_str(bad).unwrap_err();
-            assert!(
-                e.contains(&format!("prefix length above {bits}")),
-                "{bad}: {e}"
-            );
-        }
-    }
-
-    #[test]
-    fn cidrs_hold_their_addresses_only() {
-        let net = cidr("10.0.0.0/8");
-        assert!(net.contains(ip("10.0.0.0")));
-        assert!(net.contains(ip("10.255.255.255")));
-        assert!(!net.contains(ip("11.0.0.0")));
-        assert!(!net.contains(ip("9.255.255.255")));
-        assert!(cidr("0.0.0.0/0").contains(ip("203.0.113.9")));
-        assert!(!cidr("0.0.0.0/0").contains(ip("2001:db8::1")));
-        assert!(cidr("1.2.3.4").contains(ip("1.2.3.4")));
-        assert!(!cidr("1.2.3.4").contains(ip("1.2.3.5")));
-        let v6 = cidr("fe80::/10");
-        assert!(v6.contains(ip("fe80::1")));
-        assert!(v6.contains(ip("febf:ffff::1")));
-        assert!(!v6.contains(ip("fec0::1")));
-        assert!(cidr("::/0").contains(ip("2001:db8::1")));
-        assert!(!cidr("::/0").contains(ip("1.2.3.4")));
-    }
-
-    #[test]
-    fn v4_mapped_addresses_are_judged_as_ipv4() {
-        assert!(cidr("127.0.0.0/8").contains(ip("::ffff:127.0.0.1")));
-        assert!(cidr("169.254.0.0/16").contains(ip("::ffff:169.254.169.254")));
-        assert!(!cidr("127.0.0.0/8").contains(ip("::ffff:10.0.0.1")));
-        assert!(cidr("::ffff:127.0.0.0/104").contains(ip("127.0.0.2")));
-        assert!(cidr("::ffff:127.0.0.0/104").contains(ip("::ffff:127.0.0.2")));
-        // A mapped address is an IPv4 connection: IPv6 networks do not hold it.
-        assert!(!cidr("::/0").contains(ip("::ffff:127.0.0.1")));
-        let policy = Policy::default();
-        assert_eq!(
-            policy.check(ip("::ffff:127.0.0.1")),
-            Err(Refused(ip("127.0.0.1")))
-        );
-        assert_eq!(
-            policy
-                .check(ip("::ffff:169.254.169.254"))
-                .unwrap_err()
-                .to_string(),
-            "address 169.254.169.254 is not allowed (--json-deny-cidr)"
-        );
-        assert!(policy.check(ip("::ffff:192.0.2.2")).is_ok());
-    }
-
-    #[test]
-    fn the_default_policy_refuses_local_link_local_unspecified_and_multicast() {
-        let policy = Policy::default();
-        assert_eq!(
-            policy.deny.len(),
-            DEFAULT_DENY.len(),
-            "a default did not parse"
-        );
-        for refused in [
-            "127.0.0.1",
-            "127.0.0.2",
-            "127.255.255.255",
-            "::1",
-            "169.254.169.254",
-            "169.254.0.1",
-            "fe80::1",
-            "0.0.0.0",
-            "::",
-            "224.0.0.1",
-            "239.255.255.250",
-            "ff02::1",
-        ] {
-            assert_eq!(
-                policy.check(ip(refused)).unwrap_err().to_string(),
-                format!("address {refused} is not allowed (--json-deny-cidr)")
-            );
-        }
-        for allowed in [
-            "192.0.2.2",
-            "10.96.0.1",
-            "172.16.0.1",
-            "192.168.1.1",
-            "8.8.8.8",
-            "128.0.0.1",
-            "0.0.0.1",
-            "169.255.0.1",
-            "240.0.0.1",
-            "2001:db8::1",
-            "fd00::2",
-            "::2",
-        ] {
-            assert_eq!(policy.check(ip(allowed)), Ok(()), "{allowed}");
-        }
-    }
-
-    #[test]
-    fn allow_overrides_deny_for_what_it_lists_only() {
-        let policy = Policy::new(
-            vec![cidr("127.0.0.0/8"), cidr("10.0.0.0/8")],
-            vec![cidr("127.0.0.2/32"), cidr("10.1.0.0/16")],
-        );
-        assert!(policy.check(ip("127.0.0.2")).is_ok());
-        assert!(policy.check(ip("::ffff:127.0.0.2")).is_ok());
-        assert!(policy.check(ip("10.1.2.3")).is_ok());
-        assert!(policy.check(ip("127.0.0.1")).is_err());
-        assert!(policy.check(ip("10.2.0.1")).is_err());
-        // Allowing what is not denied changes nothing.
-        assert!(policy.check(ip("192.0.2.2")).is_ok());
-        // An empty deny list refuses nothing.
-        assert!(Policy::new(vec![], vec![]).check(ip("127.0.0.1")).is_ok());
-    }
-
-    #[test]
-    fn ip_literal_hosts_are_checked_and_names_left_to_the_resolver() {
-        let policy = Policy::default();
-        assert_eq!(
-            policy.check_host("127.0.0.1"),
-            Err(Refused(ip("127.0.0.1")))
-        );
-        assert_eq!(policy.check_host("[::1]"), Err(Refused(ip("::1"))));
-        assert_eq!(
-            policy.check_host("[::ffff:169.254.169.254]"),
-            Err(Refused(ip("169.254.169.254")))
-        );
-        assert_eq!(policy.check_host("192.0.2.2"), Ok(()));
-        assert_eq!(policy.check_host("[2001:db8::1]"), Ok(()));
-        assert_eq!(policy.check_host("localhost"), Ok(()));
-        assert_eq!(policy.check_host("example.com"), Ok(()));
-    }
-
-    #[test]
-    fn filtering_keeps_the_allowed_addresses_or_refuses_the_first() {
-        let policy = Policy::default();
-        let mixed = [
-            ip("127.0.0.1"),
-            ip("192.0.2.2"),
-            ip("::1"),
-            ip("2001:db8::1"),
-        ];
-        assert_eq!(
-            policy.filter(&mixed),
-            Ok(vec![ip("192.0.2.2"), ip("2001:db8::1")])
-        );
-        assert_eq!(
-            policy.filter(&[ip("::1"), ip("127.0.0.1")]),
-            Err(Refused(ip("::1")))
-        );
-        assert_eq!(
-            policy.filter(&[ip("::ffff:127.0.0.1"), ip("::1")]),
-            Err(Refused(ip("127.0.0.1")))
-        );
-        assert_eq!(policy.filter(&[]), Ok(vec![]));
-    }
-}
+mod tests;

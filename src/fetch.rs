@@ -14,6 +14,7 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{ETAG, HeaderValue, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED};
 use reqwest::redirect;
 
+use crate::budget::Hold;
 use crate::config::JsonOptions;
 use crate::egress::{Policy, Refused};
 
@@ -126,21 +127,38 @@ pub(crate) fn check_literal(policy: &Policy, url: &reqwest::Url) -> Result<(), R
     url.host_str().map_or(Ok(()), |h| policy.check_host(h))
 }
 
-/// Fetches a json channel's data.
+/// Fetches a json channel's data; the body takes room in `hold` as it arrives, and a
+/// source that sends nothing for the budget's idle bound (an answer, or the next bytes of
+/// the body) fails the fetch.
 pub async fn get(
     client: &Client,
     options: &JsonOptions,
     validators: &Validators,
     max_bytes: u64,
+    hold: &mut Hold,
 ) -> Response {
     let uri = &options.uri;
     let failed = |what: String| Response::Failed(format!("fetching {uri}: {what}"));
     // A URL that does not parse is left to reqwest, which says why.
-    if let Ok(url) = reqwest::Url::parse(uri)
-        && let Err(refused) = check_literal(&client.policy, &url)
+    let url = reqwest::Url::parse(uri).ok();
+    if let Some(url) = &url
+        && let Err(refused) = check_literal(&client.policy, url)
     {
         return failed(refused.to_string());
     }
+    // Toward a private address, a failure says so and nothing of what answered: an HTTP
+    // status, a connect error, a timeout or a size would map the private network.
+    let mut private = match url.as_ref().and_then(reqwest::Url::host_str) {
+        Some(host) => resolves_private(&client.policy, host).await,
+        None => false,
+    };
+    let quiet = |private: bool, what: String| {
+        if private {
+            failed(PRIVATE.into())
+        } else {
+            failed(what)
+        }
+    };
     let mut get = client.http.get(uri).timeout(options.timeout);
     if let Some(etag) = &validators.etag {
         get = get.header(IF_NONE_MATCH, etag);
@@ -148,23 +166,38 @@ pub async fn get(
     if let Some(date) = &validators.last_modified {
         get = get.header(IF_MODIFIED_SINCE, date);
     }
-    let response = match get.send().await {
-        Ok(r) => r,
-        Err(e) => return failed(describe(&e, options.timeout)),
+    let budget = hold.budget().clone();
+    let response = match budget.step(get.send()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let why = describe(&e, options.timeout);
+            return if is_refusal(&e) {
+                failed(why)
+            } else {
+                quiet(private, why)
+            };
+        }
+        Err(stall) => return quiet(private, stall.to_string()),
     };
+    private |= response
+        .remote_addr()
+        .is_some_and(|a| client.policy.withholds(a.ip()));
     let status = response.status();
     if status == reqwest::StatusCode::NOT_MODIFIED {
         return Response::NotModified;
     }
     if !status.is_success() {
-        return failed(format!("the server answered HTTP {status}"));
+        return quiet(private, format!("the server answered HTTP {status}"));
     }
     if let Some(len) = response.content_length()
         && len > max_bytes
     {
-        return failed(format!(
-            "the body is {len} bytes, more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
-        ));
+        return quiet(
+            private,
+            format!(
+                "the body is {len} bytes, more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
+            ),
+        );
     }
     let header = |name| {
         response
@@ -179,20 +212,66 @@ pub async fn get(
     };
     let mut data = Vec::new();
     let mut stream = response.bytes_stream();
-    while let Some(chunk) = stream.next().await {
+    loop {
+        let chunk = match budget.step(stream.next()).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(stall) => return quiet(private, stall.to_string()),
+        };
         match chunk {
             Ok(bytes) => {
-                if data.len().saturating_add(bytes.len()) as u64 > max_bytes {
-                    return failed(format!(
-                        "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
-                    ));
+                let len = data.len().saturating_add(bytes.len());
+                if len as u64 > max_bytes {
+                    return quiet(
+                        private,
+                        format!(
+                            "the body is more than the operator's limit of {max_bytes} bytes (--max-output-bytes)"
+                        ),
+                    );
+                }
+                if let Err(stall) = hold.grow(len).await {
+                    return failed(stall.to_string());
                 }
                 data.extend_from_slice(&bytes);
             }
-            Err(e) => return failed(describe(&e, options.timeout)),
+            Err(e) => return quiet(private, describe(&e, options.timeout)),
         }
     }
     Response::Body { data, validators }
+}
+
+/// What a failed fetch toward a private address says.
+pub const PRIVATE: &str = "the request to a private address failed (json egress: what a private address answers is not shown)";
+
+/// Whether a URL's host is, or resolves to, an address whose failures are withheld
+/// (`Policy::withholds`).
+/// A name that resolves differently at connect time is caught by the connected address
+/// (`remote_addr`) once it answers.
+async fn resolves_private(policy: &Policy, host: &str) -> bool {
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = literal.parse::<IpAddr>() {
+        return policy.withholds(ip);
+    }
+    match tokio::net::lookup_host((literal, 0)).await {
+        Ok(addrs) => addrs.into_iter().any(|a| policy.withholds(a.ip())),
+        Err(_) => false,
+    }
+}
+
+/// Whether the policy refused the request (its refusal names the address and the rule:
+/// nothing answered).
+fn is_refusal(e: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<Refused>() || c.is::<TooManyRedirects>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Why a request failed, in words that carry nothing the server sent: reqwest's own
@@ -225,202 +304,4 @@ pub(crate) fn describe(e: &reqwest::Error, timeout: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    use super::*;
-    use crate::egress::Cidr;
-
-    const SECRET: &str = "s3cr3t-Tok3n";
-
-    /// A raw HTTP/1.1 server on `ip`: `answer(path)` is the whole response. Counts the
-    /// connections it accepts.
-    async fn serve(
-        ip: &str,
-        answer: impl Fn(&str) -> String + Send + Sync + 'static,
-    ) -> (SocketAddr, Arc<AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let seen = connections.clone();
-        let answer = Arc::new(answer);
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                seen.fetch_add(1, Ordering::SeqCst);
-                let answer = answer.clone();
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match socket.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&head);
-                    let path = head.split(' ').nth(1).unwrap_or("/");
-                    let _ = socket.write_all(answer(path).as_bytes()).await;
-                    let _ = socket.shutdown().await;
-                });
-            }
-        });
-        (addr, connections)
-    }
-
-    fn ok(body: &str) -> String {
-        format!(
-            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    }
-
-    fn redirect(to: &str) -> String {
-        format!(
-            "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-        )
-    }
-
-    /// `/r/N` redirects N times (relative), then answers `[]`.
-    fn chain(path: &str) -> String {
-        match path.strip_prefix("/r/").and_then(|n| n.parse::<u32>().ok()) {
-            Some(0) | None => ok("[]"),
-            Some(n) => redirect(&format!("/r/{}", n - 1)),
-        }
-    }
-
-    fn policy(deny: &[&str], allow: &[&str]) -> Policy {
-        let cidrs = |l: &[&str]| l.iter().map(|c| c.parse::<Cidr>().unwrap()).collect();
-        Policy::new(cidrs(deny), cidrs(allow))
-    }
-
-    async fn fetch(policy: Policy, uri: &str) -> Response {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = Client::new(policy).unwrap();
-        let options = JsonOptions {
-            uri: uri.to_string(),
-            timeout: Duration::from_secs(5),
-        };
-        get(&client, &options, &Validators::default(), 1 << 20).await
-    }
-
-    fn failure(r: Response) -> String {
-        match r {
-            Response::Failed(why) => why,
-            other => panic!("expected a failure, got {other:?}"),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_denied_ip_literal_is_refused_before_any_connection() {
-        let (addr, connections) = serve("127.0.0.1", |_| ok("[]")).await;
-        let port = addr.port();
-        for (host, refused) in [
-            ("127.0.0.1", "127.0.0.1"),
-            ("127.1", "127.0.0.1"),
-            ("0x7f.0.0.1", "127.0.0.1"),
-            ("[::ffff:127.0.0.1]", "127.0.0.1"),
-            ("[::1]", "::1"),
-            ("169.254.169.254", "169.254.169.254"),
-        ] {
-            let uri = format!("http://{host}:{port}/c.json");
-            assert_eq!(
-                failure(fetch(Policy::default(), &uri).await),
-                format!("fetching {uri}: address {refused} is not allowed (--json-deny-cidr)")
-            );
-        }
-        assert_eq!(connections.load(Ordering::SeqCst), 0);
-    }
-
-    #[tokio::test]
-    async fn a_name_is_judged_by_what_it_resolves_to() {
-        let (addr, connections) = serve("127.0.0.1", |_| ok("[]")).await;
-        let uri = format!("http://localhost:{}/c.json", addr.port());
-        let why = failure(fetch(Policy::default(), &uri).await);
-        assert!(
-            why.ends_with("is not allowed (--json-deny-cidr)") && why.contains(": address "),
-            "{why}"
-        );
-        assert_eq!(connections.load(Ordering::SeqCst), 0);
-        // Allowed, the same name is fetched.
-        let allowed = policy(&["127.0.0.0/8", "::1/128"], &["127.0.0.0/8", "::1/128"]);
-        assert!(matches!(fetch(allowed, &uri).await, Response::Body { .. }));
-        assert_eq!(connections.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test]
-    async fn allowed_addresses_are_fetched_and_at_most_five_redirects_followed() {
-        let (addr, _) = serve("127.0.0.1", chain).await;
-        let allow = || policy(&["127.0.0.0/8"], &["127.0.0.0/8"]);
-        for hops in 0..=MAX_REDIRECTS {
-            let uri = format!("http://{addr}/r/{hops}");
-            match fetch(allow(), &uri).await {
-                Response::Body { data, .. } => assert_eq!(data, b"[]"),
-                other => panic!("{hops} redirects: {other:?}"),
-            }
-        }
-        let uri = format!("http://{addr}/r/{}", MAX_REDIRECTS + 1);
-        assert_eq!(
-            failure(fetch(allow(), &uri).await),
-            format!("fetching {uri}: more than 5 redirects (the most a json channel follows)")
-        );
-    }
-
-    #[tokio::test]
-    async fn every_redirect_hop_is_checked() {
-        // Allowed: 127.0.0.2 only. Its server redirects to a denied IP literal, and to a
-        // name that resolves to a denied address.
-        let (denied, connections) = serve("127.0.0.1", |_| ok("[]")).await;
-        let port = denied.port();
-        let (addr, _) = serve("127.0.0.2", move |path| match path {
-            "/to-ip" => redirect(&format!("http://127.0.0.1:{port}/{SECRET}")),
-            "/to-mapped" => redirect(&format!("http://[::ffff:127.0.0.1]:{port}/")),
-            _ => redirect(&format!("http://localhost:{port}/{SECRET}")),
-        })
-        .await;
-        let only_2 = || policy(&["127.0.0.0/8", "::1/128"], &["127.0.0.2/32"]);
-        for path in ["to-ip", "to-mapped", "to-name"] {
-            let uri = format!("http://{addr}/{path}");
-            assert_eq!(
-                failure(fetch(only_2(), &uri).await),
-                format!("fetching {uri}: address 127.0.0.1 is not allowed (--json-deny-cidr)"),
-                "{path}"
-            );
-        }
-        assert_eq!(connections.load(Ordering::SeqCst), 0);
-    }
-
-    #[tokio::test]
-    async fn failure_messages_carry_no_byte_of_the_response() {
-        let (addr, _) = serve("127.0.0.1", |path| match path {
-            "/status" => format!(
-                "HTTP/1.1 500 {SECRET}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{SECRET}",
-                SECRET.len()
-            ),
-            "/odd-status" => format!("HTTP/1.1 599 {SECRET}\r\ncontent-length: 0\r\n\r\n"),
-            "/chunks" => format!(
-                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{SECRET}\r\n{SECRET}\r\n"
-            ),
-            "/scheme" => redirect(&format!("ftp://{SECRET}/")),
-            "/garbage" => format!("{SECRET} {SECRET}\r\n\r\n"),
-            "/header" => format!("HTTP/1.1 200 OK\r\n{SECRET}\r\n\r\n"),
-            "/length" => format!("HTTP/1.1 200 OK\r\ncontent-length: {SECRET}\r\n\r\n"),
-            _ => ok("[]"),
-        })
-        .await;
-        let allow = || policy(&["127.0.0.0/8"], &["127.0.0.1/32"]);
-        for path in [
-            "status",
-            "odd-status",
-            "chunks",
-            "scheme",
-            "garbage",
-            "header",
-            "length",
-        ] {
-            let why = failure(fetch(allow(), &format!("http://{addr}/{path}")).await);
-            assert!(!why.contains("s3cr3t"), "{path}: {why}");
-        }
-    }
-}
+mod tests;

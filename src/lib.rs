@@ -5,7 +5,7 @@
 //! `controller` (the kube-rs controller that performs the decisions), `display` and
 //! `validate` (the other two subcommands), `cli` (`sync`, `status`, `suspend`, `resume`,
 //! `check`, run by users against a cluster), `client` (the kube client every command builds
-//! alike), `metrics`, `duration` and `stop` (signals).
+//! alike), `metrics`, `budget` (channel data in memory), `duration` and `stop` (signals).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
 // that remain carry an `allow` with the reason the invariant holds. Arithmetic too: an
@@ -23,6 +23,7 @@
 )]
 
 pub mod api;
+pub mod budget;
 pub mod channel;
 pub mod cli;
 pub mod client;

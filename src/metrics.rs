@@ -64,6 +64,17 @@ struct BuildLabels {
     version: &'static str,
 }
 
+/// `--max-channel-series` when not given.
+pub const DEFAULT_MAX_CHANNEL_SERIES: usize = 1000;
+
+/// Which channels have series of their own, and the Ready of the others.
+#[derive(Debug, Default)]
+struct Series {
+    max: usize,
+    listed: std::collections::HashSet<ChannelLabels>,
+    unlisted: std::collections::HashMap<ChannelLabels, bool>,
+}
+
 /// Per-channel gauges; a deleted channel's series are removed.
 #[derive(Default)]
 pub struct ChannelGauges {
@@ -90,6 +101,11 @@ pub struct Metrics {
     pub channels: ChannelGauges,
     pub webhook_requests: Family<ResultLabel, Counter>,
     pub webhook_syncs: Counter,
+    /// Channels with series of their own: at most `max_channel_series`, the first seen;
+    /// the others are counted in `unlisted` (and `unlisted_not_ready`).
+    series: std::sync::Mutex<Series>,
+    pub unlisted: Gauge,
+    pub unlisted_not_ready: Gauge,
     /// Set once the controllers run (or wait for leadership): `/readyz` answers 200.
     pub ready: AtomicBool,
 }
@@ -111,6 +127,12 @@ impl Default for Metrics {
             channels: ChannelGauges::default(),
             webhook_requests: Family::default(),
             webhook_syncs: Counter::default(),
+            series: std::sync::Mutex::new(Series {
+                max: DEFAULT_MAX_CHANNEL_SERIES,
+                ..Default::default()
+            }),
+            unlisted: Gauge::default(),
+            unlisted_not_ready: Gauge::default(),
             ready: AtomicBool::new(false),
         };
         registry.register(
@@ -201,6 +223,16 @@ impl Default for Metrics {
             c.suspended.clone(),
         );
         registry.register(
+            "channels_unlisted",
+            "Channels past --max-channel-series: counted here, without series of their own",
+            metrics.unlisted.clone(),
+        );
+        registry.register(
+            "channels_unlisted_not_ready",
+            "Of the channels past --max-channel-series, those whose Ready is not True",
+            metrics.unlisted_not_ready.clone(),
+        );
+        registry.register(
             "build",
             "The operator's version",
             Info::new(BuildLabels {
@@ -270,6 +302,37 @@ impl Metrics {
         self.queue.set(i64::try_from(waiting).unwrap_or(i64::MAX));
     }
 
+    /// At most this many channels get series of their own (`--max-channel-series`).
+    pub fn set_max_channel_series(&self, max: usize) {
+        if let Ok(mut series) = self.series.lock() {
+            series.max = max;
+        }
+    }
+
+    /// Whether the channel has series of its own; if not, it is counted with the others.
+    fn listed(&self, labels: &ChannelLabels, ready: bool) -> bool {
+        let Ok(mut s) = self.series.lock() else {
+            return false;
+        };
+        if s.listed.contains(labels) {
+            return true;
+        }
+        if s.listed.len() < s.max && !s.unlisted.contains_key(labels) {
+            s.listed.insert(labels.clone());
+            return true;
+        }
+        s.unlisted.insert(labels.clone(), ready);
+        self.count_unlisted(&s);
+        false
+    }
+
+    fn count_unlisted(&self, s: &Series) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.unlisted.set(count(s.unlisted.len()));
+        self.unlisted_not_ready
+            .set(count(s.unlisted.values().filter(|r| !**r).count()));
+    }
+
     /// Sets a channel's gauges from its status.
     pub fn observe_channel(
         &self,
@@ -282,6 +345,9 @@ impl Metrics {
         let ready = status
             .condition(crate::api::READY)
             .is_some_and(|r| r.status == "True");
+        if !self.listed(&labels, ready) {
+            return;
+        }
         c.ready.get_or_create(&labels).set(i64::from(ready));
         let paused = status.condition(crate::api::READY).is_some_and(|r| {
             r.reason == crate::api::reason::SUSPENDED
@@ -305,6 +371,12 @@ impl Metrics {
     /// A channel was deleted: its series go.
     pub fn forget_channel(&self, key: &Key) {
         let labels = ChannelLabels::from(key);
+        if let Ok(mut s) = self.series.lock() {
+            s.listed.remove(&labels);
+            if s.unlisted.remove(&labels).is_some() {
+                self.count_unlisted(&s);
+            }
+        }
         let c = &self.channels;
         for family in [
             &c.ready,
@@ -364,61 +436,4 @@ pub async fn serve(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_show_in_the_text_format() {
-        let m = Metrics::default();
-        m.sync_finished(&Outcome::Synchronized);
-        m.status_written();
-        let text = m.encode();
-        assert!(
-            text.contains("rancheros_operator_syncs_total{result=\"synchronized\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("rancheros_operator_writes_total{operation=\"status\"} 1"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_suspended_or_disabled_channel_says_so_and_its_series_go_with_it() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-        let m = Metrics::default();
-        let key = |name: &str| Key::new(name).within("ns");
-        let status = |reason: &str| ManagedOSVersionChannelStatus {
-            conditions: vec![Condition {
-                type_: crate::api::READY.into(),
-                status: "True".into(),
-                reason: reason.into(),
-                message: String::new(),
-                observed_generation: None,
-                last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
-            }],
-            ..Default::default()
-        };
-        let interval = std::time::Duration::from_secs(3600);
-        m.observe_channel(&key("a"), &status(crate::api::reason::SUSPENDED), interval);
-        m.observe_channel(
-            &key("b"),
-            &status(crate::api::reason::CHANNEL_DISABLED),
-            interval,
-        );
-        m.observe_channel(
-            &key("c"),
-            &status(crate::api::reason::SYNCHRONIZED),
-            interval,
-        );
-        let text = m.encode();
-        for (name, value) in [("a", 1), ("b", 1), ("c", 0)] {
-            let line = format!(
-                "rancheros_operator_channel_suspended{{namespace=\"ns\",name=\"{name}\"}} {value}"
-            );
-            assert!(text.contains(&line), "{line} not in\n{text}");
-        }
-        m.forget_channel(&key("a"));
-        assert!(!m.encode().contains("name=\"a\""), "{}", m.encode());
-    }
-}
+mod tests;

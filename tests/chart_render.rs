@@ -776,7 +776,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         .map(|rest| rest.split('"').next().unwrap().to_string())
         .collect();
     assert!(flags.len() > 10, "{flags:?}");
-    // The CI values set every value; allowPrivilegedRunners is off there on purpose.
+    // The CI values set every value; allowPrivilegedRunners and jsonDenyPrivateRanges
+    // are off there on purpose (the CI's json sources are on the node's private address).
     let values = chart_dir().join("ci/namespaced-values.yaml");
     let docs = render(&[
         "--values",
@@ -786,6 +787,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         // With shards, the Deployment for the rest has a selector (WATCH_LABEL_SELECTOR).
         "--set",
         "shards.values={x}",
+        "--set",
+        "operator.jsonDenyPrivateRanges=true",
     ]);
     let c = check_common(&docs, "ros-operator");
     let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();

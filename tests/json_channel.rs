@@ -92,6 +92,21 @@ async fn hostile(Path(case): Path<String>) -> String {
     }
 }
 
+/// Headers at once, then one byte of body every 2 s, for ten minutes.
+async fn trickle(State(s): State<Arc<Server>>) -> Response {
+    s.requests.fetch_add(1, Ordering::SeqCst);
+    let bytes = futures::stream::unfold(0u32, |n| async move {
+        if n > 0 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        (n < 300).then(|| {
+            let byte = if n == 0 { "[" } else { " " };
+            (Ok::<_, std::convert::Infallible>(byte), n + 1)
+        })
+    });
+    axum::body::Body::from_stream(bytes).into_response()
+}
+
 /// Serves the test routes on an ephemeral port of `ip`; returns the base URL.
 async fn serve_on(ip: &str) -> (String, Arc<Server>) {
     let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
@@ -117,6 +132,7 @@ async fn serve_on(ip: &str) -> (String, Arc<Server>) {
             "/big.json",
             get(|| async { format!("[{}]", " ".repeat(5000)) }),
         )
+        .route("/trickle.json", get(trickle))
         .route(
             "/broken.json",
             get(|| async { "[{\"metadata\": {\"name\": \"x\"}" }),
@@ -648,4 +664,85 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[tokio::test]
+async fn a_json_source_that_trickles_does_not_stop_another_json_channel_syncing() {
+    let (base, server) = serve().await;
+    let mut a = TestNs::new("json-trickle-a").await;
+    let b = TestNs::new("json-trickle-b").await;
+    a.start_operator(&[
+        ALLOW_LOOPBACK,
+        "--max-concurrent-syncs=2",
+        &format!("--namespace={}", b.ns),
+    ]);
+    a.create_channel(
+        "trickle",
+        json!({"type": "json", "options": {"uri": format!("{base}/trickle.json"), "timeout": "10m"}}),
+    )
+    .await;
+    a.eventually("the trickling fetch to start", SYNC, || async {
+        (server.requests.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    // It sends a byte every 2 s: it makes progress, and holds only what it sent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    b.create_channel("other", json_spec(&format!("{base}/channel.json")))
+        .await;
+    b.wait_ready("other", "Synchronized", Duration::from_secs(30))
+        .await;
+    // Its fetch goes on (no outcome yet): the other synced beside it.
+    let trickling = a.channel("trickle").await;
+    assert!(
+        matches!(
+            ready_reason(&trickling).as_deref(),
+            None | Some("Synchronizing")
+        ),
+        "the trickling fetch ended: the test did not run beside it: {}",
+        ready_message(&trickling)
+    );
+    b.cleanup().await;
+    a.cleanup().await;
+}
+
+#[tokio::test]
+async fn json_uris_on_ipv6_forms_of_denied_ipv4_addresses_are_refused() {
+    let (base, server) = serve().await;
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let mut t = TestNs::new("json-ipv6-forms").await;
+    t.start_operator(&[]);
+    // Each reaches 127.0.0.1 or a metadata service through a translator, a relay or the
+    // host's own IPv4 stack; judged as IPv6 they pass a list of IPv4 networks.
+    let cases = [
+        ("compatible", format!("[::127.0.0.1]:{port}"), "127.0.0.1"),
+        ("siit", format!("[::ffff:0:127.0.0.1]:{port}"), "127.0.0.1"),
+        ("nat64", format!("[64:ff9b::7f00:1]:{port}"), "127.0.0.1"),
+        ("sixtofour", format!("[2002:7f00:1::1]:{port}"), "127.0.0.1"),
+        (
+            "alibaba-metadata",
+            "100.100.100.200".into(),
+            "100.100.100.200",
+        ),
+        (
+            "aws-ipv6-metadata",
+            "[fd00:ec2::254]".into(),
+            "fd00:ec2::254",
+        ),
+    ];
+    for (name, host, _) in &cases {
+        t.create_channel(name, json_spec(&format!("http://{host}/channel.json")))
+            .await;
+    }
+    for (name, host, address) in &cases {
+        refused(
+            &t,
+            name,
+            &format!(
+                "fetching http://{host}/channel.json: address {address} is not allowed (--json-deny-cidr)"
+            ),
+        )
+        .await;
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+    t.cleanup().await;
 }

@@ -114,8 +114,9 @@ async fn foreign_labelled_pods_do_not_hold_sync_slots() {
 #[tokio::test]
 async fn channels_deleted_mid_sync_free_their_slots() {
     let mut t = TestNs::new("deleted-mid-sync").await;
-    t.start_operator(&["--max-concurrent-syncs=2"]);
-    // Two hold the slots with runners that sleep long; a third waits for one.
+    // Four slots: the namespace's share is two.
+    t.start_operator(&["--max-concurrent-syncs=4"]);
+    // Two hold the namespace's share with runners that sleep long; a third waits.
     t.create_channel("slow-1", slow_spec(900, "slow-1-v1"))
         .await;
     t.create_channel("slow-2", slow_spec(900, "slow-2-v1"))
@@ -472,5 +473,136 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    t.cleanup().await;
+}
+
+/// A pod forged as channel `name`'s syncer pod: its name, its label and a controller owner
+/// reference to it (whoever may create pods can write all three); it sleeps.
+fn forged_pod(ch: &ManagedOSVersionChannel) -> Pod {
+    let name = ch.metadata.name.clone().unwrap();
+    let mut pod = foreign_pod(&name, &name);
+    pod.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+            "name": name, "uid": ch.metadata.uid.clone().unwrap(), "controller": true
+        }))
+        .unwrap(),
+    ]);
+    pod
+}
+
+fn stalled(ch: &ManagedOSVersionChannel) -> bool {
+    ch.status
+        .as_ref()
+        .and_then(|s| s.condition("Stalled"))
+        .is_some_and(|c| c.status == "True")
+}
+
+#[tokio::test]
+async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
+    let mut t = TestNs::new("forged-stalled-pods").await;
+    // Quick retries, so that the channels are past theirs (Stalled) within seconds.
+    t.start_operator(&["--max-concurrent-syncs=2", "--retry-delay=1s"]);
+    for name in ["stalled-1", "stalled-2"] {
+        t.create_channel(name, custom_spec("exit 1")).await;
+    }
+    for name in ["stalled-1", "stalled-2"] {
+        t.eventually(&format!("{name} to stall"), 3 * SYNC, || async {
+            let ch = t.channel(name).await;
+            (stalled(&ch) && !reconciling(&ch)).then_some(())
+        })
+        .await;
+        t.eventually(&format!("{name}'s own pod to go"), SYNC, || async {
+            t.pods()
+                .get_opt(name)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    // Backing off for their interval: no decision looks at their pods until then.
+    for name in ["stalled-1", "stalled-2"] {
+        let pod = forged_pod(&t.channel(name).await);
+        t.pods()
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap_or_else(|e| panic!("forging pod {name}: {e}"));
+        wait_running(&t, &t.pods(), name).await;
+    }
+    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
+    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
+    let mut a = TestNs::new("sleepers-a").await;
+    let b = TestNs::new("sleepers-b").await;
+    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    for i in 1..=3 {
+        a.create_channel(
+            &format!("sleeper-{i}"),
+            slow_spec(3600, &format!("s{i}-v1")),
+        )
+        .await;
+    }
+    let running = a
+        .eventually("a sleeper's pod", SYNC, || async {
+            let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
+            pods.first().and_then(|p| p.metadata.name.clone())
+        })
+        .await;
+    wait_running(&a, &a.pods(), &running).await;
+    a.eventually("a sleeper to wait for a slot", SYNC, || async {
+        let queued = all_channels(&a)
+            .await
+            .iter()
+            .filter(|c| is_queued(c))
+            .count();
+        (queued >= 1).then_some(())
+    })
+    .await;
+    // Namespace A holds half the slots (one of two): B's channel starts at once.
+    b.create_channel("prompt", slow_spec(0, "prompt-v1")).await;
+    b.wait_ready("prompt", "Synchronized", SYNC).await;
+    let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(pods.len(), 1, "namespace A holds more than half the slots");
+    b.cleanup().await;
+    a.cleanup().await;
+}
+
+#[tokio::test]
+async fn thirty_on_demand_requests_in_thirty_seconds_start_at_most_four_syncs() {
+    let mut t = TestNs::new("request-storm").await;
+    // The default --min-request-interval (10s).
+    t.start_operator(&[]);
+    t.create_channel("asked", slow_spec(0, "asked-v1")).await;
+    t.wait_ready("asked", "Synchronized", SYNC).await;
+    let before = t.pods_created();
+    let start = std::time::Instant::now();
+    for i in 0..30 {
+        t.request_sync("asked", &format!("storm-{i}")).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let storm = start.elapsed();
+    let during = t.pods_created() - before;
+    // Never dropped: the last request is served, once its window ends.
+    t.eventually("the last request to be served", SYNC, || async {
+        let ch = t.channel("asked").await;
+        let served = ch.status.as_ref()?.sync_requested_at.clone()?;
+        (served == "storm-29"
+            && !reconciling(&ch)
+            && ready_reason(&ch).as_deref() == Some("Synchronized"))
+        .then_some(())
+    })
+    .await;
+    eprintln!("{during} syncer pods during {storm:?} of requests");
+    // One per 10 s window (three in 30 s), one more for a window cut by the storm's start.
+    assert!(
+        during <= 4,
+        "{during} syncer pods for 30 requests in {storm:?} (--min-request-interval 10s)"
+    );
     t.cleanup().await;
 }

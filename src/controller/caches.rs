@@ -48,8 +48,9 @@ impl Scope {
         })
     }
 
-    /// Channels whose syncer pod runs: pods named after a live channel and controlled by
-    /// it, not finished, not terminating. Labelled pods of anyone else never count.
+    /// Channels whose syncer pod runs: pods named after a live channel that the operator
+    /// recorded creating (their uid in its status), not finished, not terminating. Any
+    /// other pod never counts, however it is named, labelled or owned.
     pub fn running_syncs(&self) -> impl Iterator<Item = Key> + '_ {
         self.pods.state().into_iter().filter_map(|pod| {
             let ns = pod.namespace()?;
@@ -63,7 +64,7 @@ impl Scope {
             }
             let key: Key = ObjectRef::new(&name).within(&ns);
             let channel = self.channels.get(&key)?;
-            crate::syncer::versions::controlled_by(&pod.metadata, &channel).then_some(key)
+            crate::syncer::pod::made_by_operator(&pod, &channel).then_some(key)
         })
     }
 }

@@ -17,7 +17,7 @@ use super::queue::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
-use crate::syncer::{Effect, versions};
+use crate::syncer::Effect;
 
 /// What the json source answers.
 pub type Source = Box<dyn Fn(&Validators) -> Response + Send + Sync>;
@@ -103,7 +103,7 @@ impl ChannelIo for FakeIo {
                 world
                     .channels
                     .get(key)
-                    .is_some_and(|ch| versions::controlled_by(&pod.metadata, ch))
+                    .is_some_and(|ch| crate::syncer::pod::made_by_operator(pod, ch))
             })
             .map(|(key, _)| key.clone())
             .collect()
@@ -130,12 +130,21 @@ impl ChannelIo for FakeIo {
         Ok(world.pods.get(key).cloned().map(Arc::new))
     }
 
-    async fn display_log(&self, key: &Key, _max: u64) -> Result<Vec<u8>, Error> {
-        let mut world = self.world();
-        world
-            .call("display_log", &key.name)
-            .map_err(super::errors::kube_err("reading the display log"))?;
-        Ok(world.display_logs.get(key).cloned().unwrap_or_default())
+    async fn display_log(
+        &self,
+        key: &Key,
+        _max: u64,
+        hold: &mut crate::budget::Hold,
+    ) -> Result<Vec<u8>, Error> {
+        let log = {
+            let mut world = self.world();
+            world
+                .call("display_log", &key.name)
+                .map_err(super::errors::kube_err("reading the display log"))?;
+            world.display_logs.get(key).cloned().unwrap_or_default()
+        };
+        let _ = hold.grow(log.len()).await;
+        Ok(log)
     }
 
     async fn runner_tail(&self, key: &Key) -> String {
@@ -155,13 +164,25 @@ impl ChannelIo for FakeIo {
             .collect())
     }
 
-    async fn fetch(&self, options: &JsonOptions, validators: &Validators, _max: u64) -> Response {
-        let mut world = self.world();
-        world.calls.push(format!("fetch {}", options.uri));
-        match &world.source {
-            Some(source) => source(validators),
-            None => Response::Failed("no source".into()),
+    async fn fetch(
+        &self,
+        options: &JsonOptions,
+        validators: &Validators,
+        _max: u64,
+        hold: &mut crate::budget::Hold,
+    ) -> Response {
+        let response = {
+            let mut world = self.world();
+            world.calls.push(format!("fetch {}", options.uri));
+            match &world.source {
+                Some(source) => source(validators),
+                None => Response::Failed("no source".into()),
+            }
+        };
+        if let Response::Body { data, .. } = &response {
+            let _ = hold.grow(data.len()).await;
         }
+        response
     }
 
     async fn pull(

@@ -17,6 +17,7 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use super::Error;
 use super::queue::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
+use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
@@ -46,11 +47,13 @@ pub trait ChannelIo: Send + Sync + 'static {
         fresh: bool,
     ) -> impl Future<Output = Result<Option<Arc<Pod>>, kube::Error>> + Send;
 
-    /// The `display` container's log, capped at `max_output_bytes` plus the frame.
+    /// The `display` container's log, capped at `max_output_bytes` plus the frame; its
+    /// bytes take room in `hold` as they arrive.
     fn display_log(
         &self,
         key: &Key,
         max_output_bytes: u64,
+        hold: &mut Hold,
     ) -> impl Future<Output = Result<Vec<u8>, Error>> + Send;
 
     /// The end of the `runner` container's log, or why it could not be read.
@@ -62,12 +65,14 @@ pub trait ChannelIo: Send + Sync + 'static {
         namespace: &str,
     ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
 
-    /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`.
+    /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`; the
+    /// body takes room in `hold` as it arrives.
     fn fetch(
         &self,
         options: &JsonOptions,
         validators: &Validators,
         max_bytes: u64,
+        hold: &mut Hold,
     ) -> impl Future<Output = Response> + Send;
 
     /// An oci channel's pull (with the Secrets its options name, read in `namespace`);

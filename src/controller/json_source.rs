@@ -38,8 +38,16 @@ impl Remote<'_> {
 }
 
 impl<I: ChannelIo> Context<I> {
-    /// Reads a channel's data; "not modified" is answered from the last good data.
-    pub(super) async fn fetch(&self, key: &Key, uid: &str, remote: &Remote<'_>) -> Fetched {
+    /// Reads a channel's data; "not modified" is answered from the last good data. A json
+    /// body takes room in the data budget as it arrives; a pulled oci file (bounded by
+    /// --max-output-bytes) takes it once read.
+    pub(super) async fn fetch(
+        &self,
+        key: &Key,
+        uid: &str,
+        remote: &Remote<'_>,
+        hold: &mut crate::budget::Hold,
+    ) -> Fetched {
         let source = remote.key();
         let kept = self
             .memory
@@ -52,10 +60,15 @@ impl<I: ChannelIo> Context<I> {
             .unwrap_or_default();
         let max = self.settings.max_output_bytes;
         let response = match remote {
-            Remote::Json(options) => self.io.fetch(options, &validators, max).await,
+            Remote::Json(options) => self.io.fetch(options, &validators, max, hold).await,
             Remote::Oci(options) => {
                 let ns = key.namespace.as_deref().unwrap_or_default();
-                self.io.pull(ns, options, &validators, max).await
+                let response = self.io.pull(ns, options, &validators, max).await;
+                if let Response::Body { data, .. } = &response {
+                    // Waits for room at most the idle bound; the file is read already.
+                    let _ = hold.grow(data.len()).await;
+                }
+                response
             }
         };
         match response {

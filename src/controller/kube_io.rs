@@ -103,9 +103,14 @@ impl ChannelIo for KubeIo {
         }
     }
 
-    async fn display_log(&self, key: &Key, max_output_bytes: u64) -> Result<Vec<u8>, Error> {
+    async fn display_log(
+        &self,
+        key: &Key,
+        max_output_bytes: u64,
+        hold: &mut crate::budget::Hold,
+    ) -> Result<Vec<u8>, Error> {
         let (ns, name) = parts(key);
-        pods::display_log(&self.api(&ns), name, max_output_bytes).await
+        pods::display_log(&self.api(&ns), name, max_output_bytes, hold).await
     }
 
     async fn runner_tail(&self, key: &Key) -> String {
@@ -128,8 +133,14 @@ impl ChannelIo for KubeIo {
         Ok(list.items.into_iter().map(|v| Arc::new(v.0)).collect())
     }
 
-    async fn fetch(&self, options: &JsonOptions, validators: &Validators, max: u64) -> Response {
-        fetch::get(&self.http, options, validators, max).await
+    async fn fetch(
+        &self,
+        options: &JsonOptions,
+        validators: &Validators,
+        max: u64,
+        hold: &mut crate::budget::Hold,
+    ) -> Response {
+        fetch::get(&self.http, options, validators, max, hold).await
     }
 
     /// The Secrets are read fresh (no cache of Secrets is kept), one request each.

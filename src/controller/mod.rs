@@ -69,15 +69,9 @@ pub struct Context<I: ChannelIo> {
     reporter: Reporter,
     /// Every channel's record, and the sync queue.
     memory: Mutex<Memory>,
-    /// Channel data in memory, all syncs together, in KiB: one output's worth
-    /// (`--max-output-bytes`), so that memory does not grow with concurrent syncs
-    /// (docs/security.md).
-    data_budget: tokio::sync::Semaphore,
-}
-
-/// Bytes in whole KiB, at least one.
-fn kib(bytes: u64) -> usize {
-    usize::try_from(bytes.div_ceil(1024).max(1)).unwrap_or(usize::MAX >> 4)
+    /// Channel data in memory, all syncs together: one output's worth
+    /// (`--max-output-bytes`), taken as bytes arrive (docs/security.md).
+    budget: crate::budget::Budget,
 }
 
 impl<I: ChannelIo> Context<I> {
@@ -90,27 +84,9 @@ impl<I: ChannelIo> Context<I> {
                 settings.max_concurrent_syncs,
                 settings.json_cache_bytes,
             )),
-            data_budget: tokio::sync::Semaphore::new(kib(settings.max_output_bytes)),
+            budget: crate::budget::Budget::new(settings.max_output_bytes, settings.read_idle),
             settings,
         }
-    }
-
-    /// Room for the largest channel data a sync may read; waits while others hold it.
-    async fn reserve_data(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        let all = u32::try_from(kib(self.settings.max_output_bytes)).unwrap_or(u32::MAX);
-        self.data_budget.acquire_many(all).await.ok()
-    }
-
-    /// Keeps of a reservation what `bytes` of read data take; the rest is free for others.
-    fn keep_data(
-        permit: Option<tokio::sync::SemaphorePermit<'_>>,
-        bytes: usize,
-    ) -> Option<tokio::sync::SemaphorePermit<'_>> {
-        let mut permit = permit?;
-        let keep = kib(u64::try_from(bytes).unwrap_or(u64::MAX));
-        let surplus = permit.num_permits().saturating_sub(keep);
-        drop(permit.split(surplus));
-        Some(permit)
     }
 }
 

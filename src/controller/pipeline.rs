@@ -92,6 +92,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         }
         // Read fresh, it may be a namesake created since: its record is its own.
         let uid = channel.uid().unwrap_or(uid);
+        let channel = ctx.with_recorded_pod(key, &uid, channel);
         let mut attempt = Attempt::new(ctx, key, uid, channel);
         let decision = match attempt.sync(stale).await {
             Ok(decision) => decision,
@@ -193,21 +194,19 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
     }
 
     /// Observes what the decision needs and has not been observed yet; whether anything was.
-    async fn gather<'d>(
+    async fn gather(
         &mut self,
         needs: &Needs,
-        data: &mut Option<tokio::sync::SemaphorePermit<'d>>,
-    ) -> Result<bool, Error>
-    where
-        'a: 'd,
-    {
-        let ctx: &'d Context<I> = self.ctx;
+        data: &mut Option<crate::budget::Hold>,
+    ) -> Result<bool, Error> {
+        let ctx = self.ctx;
         let before = self.counts.observations;
         if needs.display_log && self.seen.display_log.is_none() {
-            let reserved = ctx.reserve_data().await;
+            let mut hold = ctx.budget.hold();
             let max = ctx.settings.max_output_bytes;
-            let log = ctx.io.display_log(self.key, max).await?;
-            *data = Context::<I>::keep_data(reserved, log.len());
+            let log = ctx.io.display_log(self.key, max, &mut hold).await?;
+            hold.fit(log.len());
+            *data = Some(hold);
             self.seen.display_log = Some(log);
             self.counts.observed();
         }
@@ -243,13 +242,13 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         if let Some(remote) = remote
             && self.seen.fetched.is_none()
         {
-            let reserved = ctx.reserve_data().await;
-            let fetched = ctx.fetch(self.key, &self.uid, &remote).await;
-            let bytes = match &fetched {
-                Fetched::Body { data, .. } => data.len(),
-                Fetched::Failed(_) | Fetched::Unverified(_) => 0,
-            };
-            *data = Context::<I>::keep_data(reserved, bytes);
+            let mut hold = ctx.budget.hold();
+            let fetched = ctx.fetch(self.key, &self.uid, &remote, &mut hold).await;
+            match &fetched {
+                Fetched::Body { data, .. } => hold.fit(data.len()),
+                Fetched::Failed(_) | Fetched::Unverified(_) => hold.release(),
+            }
+            *data = Some(hold);
             self.seen.fetched = Some((remote.key(), fetched));
             self.counts.observed();
         }
@@ -283,6 +282,17 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             }
             Err(e) => return Err(e),
         };
+        if let Some(uid) = changes.created {
+            // The proof that the pod is the operator's (it holds a slot, its log is read):
+            // kept in memory, and written with the status that says the sync began.
+            let recorded = uid.clone();
+            self.ctx
+                .with_record(self.key, &self.uid, |r| r.pod_uid = Some(recorded));
+            let status = decision
+                .status
+                .get_or_insert_with(|| self.channel.status.clone().unwrap_or_default());
+            status.syncer_pod_uid = Some(uid);
+        }
         if let Some((failure, exists)) = changes.refused {
             self.seen.pod_create_error = Some(failure);
             self.counts.observed();

@@ -9,6 +9,7 @@ use tracing::info;
 
 use super::errors::{Error, api_message, classify, is_status, kube_err};
 use super::io::ChannelIo;
+use crate::budget::Hold;
 use crate::display::FRAME_OVERHEAD;
 use crate::failure::SyncFailure;
 use crate::metrics::Metrics;
@@ -71,28 +72,53 @@ pub async fn perform(
     Ok(changes)
 }
 
-/// The display container's log, capped at the output limit plus the frame.
-pub async fn display_log(api: &Api<Pod>, name: &str, max_bytes: u64) -> Result<Vec<u8>, Error> {
+/// The display container's log, capped at the output limit plus the frame; its bytes take
+/// room in `hold` as they arrive, and a log that stops arriving for the budget's idle
+/// bound fails the read.
+pub async fn display_log(
+    api: &Api<Pod>,
+    name: &str,
+    max_bytes: u64,
+    hold: &mut Hold,
+) -> Result<Vec<u8>, Error> {
     let cap = max_bytes.saturating_add(FRAME_OVERHEAD);
     let params = LogParams {
         container: Some(pod::DISPLAY.into()),
         limit_bytes: Some(i64::try_from(cap).unwrap_or(i64::MAX)),
         ..Default::default()
     };
-    let stream = api
-        .log_stream(name, &params)
+    let budget = hold.budget().clone();
+    let stalled = |stall: crate::budget::Stall| Error::Log {
+        container: pod::DISPLAY,
+        pod: name.into(),
+        source: std::io::Error::new(std::io::ErrorKind::TimedOut, stall),
+    };
+    let stream = budget
+        .step(api.log_stream(name, &params))
         .await
+        .map_err(stalled)?
         .map_err(kube_err(format!("reading the display log of pod {name}")))?;
+    let mut stream = stream.take(cap);
     let mut out = Vec::new();
-    stream
-        .take(cap)
-        .read_to_end(&mut out)
-        .await
-        .map_err(|source| Error::Log {
-            container: pod::DISPLAY,
-            pod: name.into(),
-            source,
-        })?;
+    let mut chunk = vec![0; 64 << 10];
+    loop {
+        let read = budget
+            .step(stream.read(&mut chunk))
+            .await
+            .map_err(stalled)?
+            .map_err(|source| Error::Log {
+                container: pod::DISPLAY,
+                pod: name.into(),
+                source,
+            })?;
+        let Some(bytes) = chunk.get(..read).filter(|b| !b.is_empty()) else {
+            break;
+        };
+        hold.grow(out.len().saturating_add(read))
+            .await
+            .map_err(stalled)?;
+        out.extend_from_slice(bytes);
+    }
     Ok(out)
 }
 

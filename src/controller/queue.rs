@@ -1,10 +1,11 @@
 //! Sync slots: at most `--max-concurrent-syncs` syncs (syncer pods and json fetches) run at
 //! once, and channels that wait are served round robin across namespaces, so that one
-//! namespace's many channels cannot delay another namespace's few.
+//! namespace's many channels cannot delay another namespace's few; no namespace holds
+//! more than half the slots (at least one), so its long syncs cannot take them all.
 //!
 //! Occupancy is what is observed plus what this operator started: a slot is held by a
 //! channel from the start of its sync until its outcome, and by a channel whose syncer
-//! pod is running (an earlier operator's sync). Pods that no live channel controls never
+//! pod is running (an earlier operator's sync). Only pods the operator recorded creating
 //! count. Pure logic; the controller passes what it observed and wakes whom it is told to.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -58,7 +59,7 @@ impl Slots {
         if !self.is_waiting(key) {
             self.enqueue(key);
         }
-        let up = self.next_up(free);
+        let up = self.next_up(free, running);
         match up.iter().position(|k| k == key) {
             Some(_) => {
                 self.unqueue(key);
@@ -80,13 +81,13 @@ impl Slots {
             return Vec::new();
         }
         let free = self.free(running);
-        self.next_up(free)
+        self.next_up(free, running)
     }
 
     /// The channels first in line for the free slots (to wake again, should a wake-up have
     /// been missed).
     pub fn up_next(&self, running: &HashSet<Key>) -> Vec<Key> {
-        self.next_up(self.free(running))
+        self.next_up(self.free(running), running)
     }
 
     /// Channels waiting for a slot.
@@ -101,6 +102,21 @@ impl Slots {
     fn free(&self, running: &HashSet<Key>) -> usize {
         let busy = self.held.union(running).count();
         self.max.saturating_sub(busy)
+    }
+
+    /// The most slots one namespace holds: half, at least one.
+    pub fn per_namespace(&self) -> usize {
+        (self.max / 2).max(1)
+    }
+
+    /// Slots held in each namespace (started here, or observed running).
+    fn busy_by_namespace(&self, running: &HashSet<Key>) -> HashMap<String, usize> {
+        let mut busy: HashMap<String, usize> = HashMap::new();
+        for key in self.held.union(running) {
+            let n = busy.entry(namespace(key)).or_default();
+            *n = n.saturating_add(1);
+        }
+        busy
     }
 
     fn is_waiting(&self, key: &Key) -> bool {
@@ -140,9 +156,24 @@ impl Slots {
         true
     }
 
-    /// The next `n` channels in line: the first of each namespace in turn, then the second
-    /// of each, and so on.
-    fn next_up(&self, n: usize) -> Vec<Key> {
+    /// The next `n` channels in line for a free slot: the first of each namespace in turn,
+    /// then the second of each, and so on; a namespace that holds its share of the slots
+    /// waits for one of its own to end.
+    fn next_up(&self, n: usize, running: &HashSet<Key>) -> Vec<Key> {
+        let mut busy = self.busy_by_namespace(running);
+        let share = self.per_namespace();
+        self.in_line(n, |key| {
+            let held = busy.entry(namespace(key)).or_default();
+            let room = *held < share;
+            if room {
+                *held = held.saturating_add(1);
+            }
+            room
+        })
+    }
+
+    /// The first `n` waiting channels, in the order they are served, that `may` admits.
+    fn in_line(&self, n: usize, mut may: impl FnMut(&Key) -> bool) -> Vec<Key> {
         let mut up = Vec::new();
         let mut depth = 0;
         while up.len() < n {
@@ -150,7 +181,7 @@ impl Slots {
             for ns in &self.turns {
                 if let Some(key) = self.waiting.get(ns).and_then(|q| q.get(depth)) {
                     any = true;
-                    if up.len() < n {
+                    if up.len() < n && may(key) {
                         up.push(key.clone());
                     }
                 }
@@ -165,7 +196,7 @@ impl Slots {
 
     /// How many are served before `key`.
     fn position(&self, key: &Key) -> usize {
-        let all = self.next_up(self.queued());
+        let all = self.in_line(self.queued(), |_| true);
         all.iter().position(|k| k == key).unwrap_or(all.len())
     }
 }
@@ -185,7 +216,8 @@ mod tests {
 
     #[test]
     fn bounded_and_in_arrival_order_within_a_namespace() {
-        let mut slots = Slots::new(2);
+        // Four slots: one namespace holds two of them.
+        let mut slots = Slots::new(4);
         let grants: Vec<Grant> = (0..5)
             .map(|i| slots.take(&key("a", &format!("c{i}")), &none()))
             .collect();
@@ -210,23 +242,72 @@ mod tests {
     }
 
     #[test]
-    fn namespaces_take_turns() {
+    fn a_namespace_holds_at_most_half_the_slots_at_least_one() {
+        assert_eq!(Slots::new(1).per_namespace(), 1);
+        assert_eq!(Slots::new(2).per_namespace(), 1);
+        assert_eq!(Slots::new(5).per_namespace(), 2);
+        assert_eq!(Slots::new(10).per_namespace(), 5);
+        // Three long syncs of namespace a: the second waits although a slot is free...
         let mut slots = Slots::new(2);
+        assert_eq!(slots.take(&key("a", "a1"), &none()), Grant::Granted);
+        assert_eq!(
+            slots.take(&key("a", "a2"), &none()),
+            Grant::Queued { ahead: 0 }
+        );
+        slots.take(&key("a", "a3"), &none());
+        // ...so that namespace b's channel starts at once.
+        assert_eq!(slots.take(&key("b", "b1"), &none()), Grant::Granted);
+        // a1 ends: a's next one takes its slot, b's stays.
+        assert_eq!(slots.release(&key("a", "a1"), &none()), [key("a", "a2")]);
+        assert_eq!(slots.take(&key("a", "a2"), &none()), Grant::Granted);
+        assert_eq!(
+            slots.take(&key("a", "a3"), &none()),
+            Grant::Queued { ahead: 0 }
+        );
+        // b ends: its slot is not a's to take (a holds its half).
+        assert_eq!(slots.release(&key("b", "b1"), &none()), Vec::<Key>::new());
+        assert_eq!(
+            slots.take(&key("a", "a3"), &none()),
+            Grant::Queued { ahead: 0 }
+        );
+    }
+
+    #[test]
+    fn observed_syncs_count_towards_their_namespace_share() {
+        let mut slots = Slots::new(2);
+        let running: HashSet<Key> = [key("a", "old")].into();
+        assert_eq!(
+            slots.take(&key("a", "new"), &running),
+            Grant::Queued { ahead: 0 }
+        );
+        assert_eq!(slots.take(&key("b", "x"), &running), Grant::Granted);
+        assert_eq!(slots.up_next(&running), Vec::<Key>::new());
+        // The old pod ends: a's share is free again.
+        assert_eq!(slots.release(&key("b", "x"), &none()), [key("a", "new")]);
+    }
+
+    #[test]
+    fn namespaces_take_turns() {
+        let mut slots = Slots::new(4);
         for i in 0..20 {
             slots.take(&key("a", &format!("c{i}")), &none());
         }
-        // One channel of another namespace arrives behind 18 waiting ones...
+        for i in 0..4 {
+            slots.take(&key("b", &format!("b{i}")), &none());
+        }
+        // Full (a and b hold two each): one channel of a third namespace arrives behind
+        // 20 waiting ones...
         assert_eq!(
-            slots.take(&key("b", "only"), &none()),
-            Grant::Queued { ahead: 1 }
+            slots.take(&key("c", "only"), &none()),
+            Grant::Queued { ahead: 2 }
         );
-        // ...and is served by the second slot that frees.
-        let first = slots.release(&key("a", "c0"), &none());
-        assert_eq!(first, [key("a", "c2")]);
+        // ...and is served by the third slot that frees.
+        assert_eq!(slots.release(&key("a", "c0"), &none()), [key("a", "c2")]);
         assert_eq!(slots.take(&key("a", "c2"), &none()), Grant::Granted);
-        let second = slots.release(&key("a", "c1"), &none());
-        assert_eq!(second, [key("b", "only")]);
-        assert_eq!(slots.take(&key("b", "only"), &none()), Grant::Granted);
+        assert_eq!(slots.release(&key("b", "b0"), &none()), [key("b", "b2")]);
+        assert_eq!(slots.take(&key("b", "b2"), &none()), Grant::Granted);
+        assert_eq!(slots.release(&key("a", "c1"), &none()), [key("c", "only")]);
+        assert_eq!(slots.take(&key("c", "only"), &none()), Grant::Granted);
     }
 
     #[test]
@@ -246,7 +327,7 @@ mod tests {
 
     #[test]
     fn running_pods_count_and_keep_their_own_slot() {
-        let mut slots = Slots::new(2);
+        let mut slots = Slots::new(4);
         let running: HashSet<Key> = [key("a", "old")].into();
         assert_eq!(slots.take(&key("a", "old"), &running), Grant::Granted);
         assert_eq!(slots.take(&key("a", "c"), &running), Grant::Granted);

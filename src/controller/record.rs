@@ -39,6 +39,10 @@ pub struct Record {
     /// because a wait for the cache gave up: read fresh once.
     pub stale: bool,
     pub last_event: Option<LastEvent>,
+    /// The uid of the syncer pod this process created for the channel: the proof that a
+    /// pod is the operator's, also while the status that records it is not written yet
+    /// (or was pruned by an older CRD); after a restart the status alone proves it.
+    pub pod_uid: Option<String>,
     body: Option<Body>,
 }
 

@@ -1,10 +1,13 @@
 //! The controller's side of the sync slots (the pure queue is `queue`, kept in `record`'s
 //! memory): taking a slot or a place in line, giving it back, and waking whoever is next.
 
+use std::sync::Arc;
+
 use super::Context;
 use super::io::ChannelIo;
 use super::queue::Key;
 use super::record::{Memory, Record, Wake};
+use crate::api::ManagedOSVersionChannel;
 
 impl<I: ChannelIo> Context<I> {
     /// Runs `f` on the memory, with the channels observed syncing; wakes whom it says.
@@ -78,5 +81,30 @@ impl<I: ChannelIo> Context<I> {
         for key in keys {
             self.io.wake(key);
         }
+    }
+
+    /// The channel with the pod uid this process recorded creating, when its status does not
+    /// show it (not written yet, or pruned by a CRD without the field): the decision knows its
+    /// own pod, and the next status write records it again.
+    pub(super) fn with_recorded_pod(
+        &self,
+        key: &Key,
+        uid: &str,
+        mut channel: Arc<ManagedOSVersionChannel>,
+    ) -> Arc<ManagedOSVersionChannel> {
+        let recorded = self.with_record(key, uid, |r| r.pod_uid.clone()).flatten();
+        let shown = channel
+            .status
+            .as_ref()
+            .and_then(|s| s.syncer_pod_uid.clone());
+        if let Some(recorded) = recorded
+            && shown.as_ref() != Some(&recorded)
+        {
+            Arc::make_mut(&mut channel)
+                .status
+                .get_or_insert_with(Default::default)
+                .syncer_pod_uid = Some(recorded);
+        }
+        channel
     }
 }

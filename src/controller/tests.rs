@@ -143,12 +143,18 @@ impl Harness {
 
 #[tokio::test]
 async fn namespaces_take_turns_for_the_free_slots() {
-    let mut h = Harness::slots(2);
+    // Four slots, two of them (half) namespace a's, two namespace c's.
+    let mut h = Harness::slots(4);
     let a: Vec<Key> = (0..5)
         .map(|i| h.create("a", &format!("a{i}"), custom()))
         .collect();
     for k in &a {
         h.ok(k).await;
+    }
+    for i in 0..2 {
+        let c = h.create("c", &format!("c{i}"), custom());
+        h.ok(&c).await;
+        assert!(h.has_pod(&c));
     }
     let b = h.create("b", "only", custom());
     h.ok(&b).await;
@@ -434,6 +440,89 @@ async fn an_orphan_channel_gets_the_finalizer_and_leaves_its_versions_when_delet
         reasons.contains(&Some("VersionsOrphaned".into())),
         "{reasons:?}"
     );
+}
+
+#[tokio::test]
+async fn forged_pods_of_stalled_channels_hold_no_slot() {
+    let mut h = Harness::slots(2);
+    for name in ["s1", "s2"] {
+        let k = h.create("t", name, custom());
+        let mut world = h.ctx.io.world();
+        let ch = world.channels.get_mut(&k).unwrap();
+        let uid = ch.uid().unwrap();
+        // Past its retries: backing off for its interval, no decision looks at its pod.
+        ch.status = Some(
+            serde_json::from_value(json!({
+                "failedSynchronizationAttempts": 4,
+                "lastSyncAttemptTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                "conditions": [{"type": "Ready", "status": "False", "reason": "FailedToSync",
+                    "message": "x", "observedGeneration": 1,
+                    "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string()}]
+            }))
+            .unwrap(),
+        );
+        // Named after it, labelled, controlled by it, running: everything a tenant can write.
+        let forged: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "t", "uid": format!("forged-{name}"),
+                "labels": {CHANNEL_LABEL: name},
+                "ownerReferences": [{"apiVersion": "rancheros.cattle.io/v1",
+                    "kind": "ManagedOSVersionChannel", "name": name, "uid": uid,
+                    "controller": true}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        world.pods.insert(k, forged);
+    }
+    assert!(h.ctx.io.running_syncs().is_empty());
+    let other = h.create("u", "new", custom());
+    h.ok(&other).await;
+    assert!(
+        h.has_pod(&other) && !h.queued(&other),
+        "forged pods held the slots"
+    );
+}
+
+#[tokio::test]
+async fn long_syncs_of_one_namespace_leave_another_namespace_a_slot() {
+    let mut h = Harness::slots(2);
+    let a: Vec<Key> = (0..3)
+        .map(|i| h.create("a", &format!("sleeper{i}"), custom()))
+        .collect();
+    for k in &a {
+        h.ok(k).await;
+    }
+    assert!(h.has_pod(&a[0]));
+    assert!(a[1..].iter().all(|k| h.queued(k) && !h.has_pod(k)));
+    let b = h.create("b", "prompt", custom());
+    h.ok(&b).await;
+    assert!(h.has_pod(&b), "namespace a held every slot");
+    // The operator's own pods are proven by the uid it recorded.
+    let running = h.ctx.io.running_syncs();
+    assert!(running.contains(&a[0]) && running.contains(&b));
+}
+
+#[tokio::test]
+async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
+    let mut h = Harness::slots(2);
+    let k = h.create("a", "own", custom());
+    h.ok(&k).await;
+    assert!(h.has_pod(&k));
+    // A CRD without the field (an older one) prunes it from the status.
+    if let Some(status) = h
+        .ctx
+        .io
+        .world()
+        .channels
+        .get_mut(&k)
+        .unwrap()
+        .status
+        .as_mut()
+    {
+        status.syncer_pod_uid = None;
+    }
+    h.ok(&k).await;
+    assert!(h.has_pod(&k), "the operator replaced its own pod");
+    assert_eq!(h.calls("delete_pod"), 0);
 }
 
 #[path = "tests_oci.rs"]

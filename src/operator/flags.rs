@@ -58,6 +58,14 @@ pub struct OperatorArgs {
     /// 8760h).
     #[arg(long, env = "MIN_SYNC_INTERVAL", default_value = "1m", value_parser = duration::parse)]
     pub min_sync_interval: Duration,
+    /// On-demand requests of one channel start at most one sync per this long after its
+    /// last one; a request inside the window is served when it ends (0s to 8760h).
+    #[arg(long, env = "MIN_REQUEST_INTERVAL", default_value = "10s", value_parser = duration::parse)]
+    pub min_request_interval: Duration,
+    /// At most this many channels get per-channel metric series; the others are counted
+    /// together (rancheros_operator_channels_unlisted).
+    #[arg(long, env = "MAX_CHANNEL_SERIES", default_value_t = crate::metrics::DEFAULT_MAX_CHANNEL_SERIES)]
+    pub max_channel_series: usize,
     /// Accept runner securityContexts that grant more than a restricted container
     /// (privileged, allowPrivilegeEscalation, added capabilities, runAsUser 0, ...).
     #[arg(long, env = "ALLOW_PRIVILEGED_RUNNERS", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
@@ -136,6 +144,10 @@ pub struct OperatorArgs {
         value_parser = egress::parse_cidr
     )]
     pub json_allow_cidrs: Vec<Cidr>,
+    /// Also deny the private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)
+    /// to json channels, on top of --json-deny-cidr.
+    #[arg(long, env = "JSON_DENY_PRIVATE_RANGES")]
+    pub json_deny_private_ranges: bool,
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
     /// service account).
     #[arg(long)]

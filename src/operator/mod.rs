@@ -171,6 +171,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         let _ = stop_tx.send(true);
     });
     let metrics = Arc::new(Metrics::default());
+    metrics.set_max_channel_series(args.max_channel_series);
     let server = {
         let mut stop = stop_rx.clone();
         let addr = args.metrics_address;
@@ -222,8 +223,13 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         allow_privileged_runners: args.allow_privileged_runners,
         allow_insecure_registries: args.allow_insecure_registries,
         interval_jitter_percent: args.interval_jitter,
+        read_idle: crate::budget::IDLE,
+        min_request_interval: args.min_request_interval.min(crate::config::MAX_DURATION),
     };
-    let policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    let mut policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
+    if args.json_deny_private_ranges {
+        policy = policy.deny_private_ranges();
+    }
     let registry = crate::registry::Client::new(policy.clone(), args.max_layer_bytes)
         .map_err(|e| OperatorError::Http(e.to_string()))?;
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
@@ -252,7 +258,14 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     );
 
     let result = if args.leader_election {
-        run_as_leader(&args, client, &parts, stop_rx.clone()).await
+        // The Lease is renewed on a client of its own (its own connections and request
+        // queue): renewals never wait behind the syncs' API traffic, so a busy sync never
+        // makes the leader step down.
+        let lease_client = crate::client::client(source)
+            .await
+            .map_err(|e| OperatorError::Config(e.to_string()))?;
+        drop(client);
+        run_as_leader(&args, lease_client, &parts, stop_rx.clone()).await
     } else {
         let (_never, lost) = watch::channel(false);
         run_controllers(&parts, &args, stop_rx.clone(), lost).await;

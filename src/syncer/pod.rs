@@ -217,12 +217,28 @@ pub fn build(
     }
 }
 
+/// Whether the operator created this pod for the channel: its uid is the one the operator
+/// recorded in the channel's status. Owner references, names and labels prove nothing
+/// (whoever may create pods writes them); the status subresource is the operator's alone.
+pub fn made_by_operator(pod: &Pod, channel: &ManagedOSVersionChannel) -> bool {
+    let recorded = channel
+        .status
+        .as_ref()
+        .and_then(|s| s.syncer_pod_uid.as_deref());
+    recorded.is_some() && recorded == pod.metadata.uid.as_deref()
+}
+
 /// Why an existing pod of ours can no longer serve the channel's sync, if it can't.
 pub fn stale_reason(
     pod: &Pod,
     channel: &ManagedOSVersionChannel,
     operator_image: &str,
 ) -> Option<String> {
+    if !made_by_operator(pod, channel) {
+        // Forged (or made by an operator that did not record its pods): never read, and
+        // gone before the channel's own pod is created.
+        return Some("its uid is not the one the operator recorded in the channel's status".into());
+    }
     let image = pod.annotations().get(OPERATOR_IMAGE_ANNOTATION);
     if image.map(String::as_str) != Some(operator_image) {
         return Some(format!(

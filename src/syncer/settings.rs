@@ -37,6 +37,10 @@ pub struct Settings {
     /// The most a channel's interval is stretched, in percent (`--interval-jitter`); each
     /// channel has its own share of it.
     pub interval_jitter_percent: u8,
+    /// A read (a json fetch, a log) that makes no progress this long fails.
+    pub read_idle: Duration,
+    /// On-demand requests start at most one sync per this long (`--min-request-interval`).
+    pub min_request_interval: Duration,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -60,6 +64,8 @@ impl Default for Settings {
             allow_insecure_registries: limits.allow_insecure_registries,
             // None, so that decisions are exact to the interval; the flag's default is 10.
             interval_jitter_percent: 0,
+            read_idle: crate::budget::IDLE,
+            min_request_interval: Duration::from_secs(10),
         }
     }
 }

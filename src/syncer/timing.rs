@@ -75,13 +75,20 @@ impl Decider<'_> {
         if ready.observed_generation != Some(self.generation)
             || ready.reason == reason::SYNCHRONIZING
             || self.syncing()
-            || self.on_demand()
         {
             return Duration::ZERO;
         }
         let Some(Time(last)) = &self.status.last_sync_attempt_time else {
             return Duration::ZERO;
         };
+        if self.on_demand() {
+            // A request bypasses the interval and the backoff, but starts at most one
+            // sync per --min-request-interval: one inside the window waits for its end.
+            return self
+                .settings
+                .min_request_interval
+                .saturating_sub(self.since(last));
+        }
         self.retry_wait(config.sync_interval)
             .saturating_sub(self.since(last))
     }

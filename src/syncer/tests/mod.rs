@@ -21,8 +21,17 @@ pub(crate) fn channel(spec: Value) -> ManagedOSVersionChannel {
     ch.metadata.namespace = Some("ns".into());
     ch.metadata.uid = Some("uid-1".into());
     ch.metadata.generation = Some(1);
+    // The operator recorded creating the pod `pod_in` makes (the controller writes the
+    // uid the API server gave it).
+    ch.status = Some(ManagedOSVersionChannelStatus {
+        syncer_pod_uid: Some(POD_UID.into()),
+        ..Default::default()
+    });
     ch
 }
+
+/// The uid of the pods `pod_in` makes.
+pub(crate) const POD_UID: &str = "pod-uid";
 
 /// A version as the API server shows it after the operator applied `v`: with a uid and
 /// the operator's `managedFields` entry.
@@ -81,6 +90,8 @@ pub(crate) fn settings() -> Settings {
         json_cache_bytes: 1 << 20,
         max_versions_per_channel: 10_000,
         syncer_image_pull_secrets: Vec::new(),
+        // Requests served at once (the request window has its own test).
+        min_request_interval: Duration::ZERO,
         // The flags' defaults: bounds, no privileged runners.
         ..Settings::default()
     }
@@ -193,7 +204,7 @@ pub(crate) fn pod_in(ch: &ManagedOSVersionChannel, created: Timestamp, status: V
         panic!("expected a pod to be created: {d:?}")
     };
     let mut pod = (**pod).clone();
-    pod.metadata.uid = Some("pod-uid".into());
+    pod.metadata.uid = Some(POD_UID.into());
     pod.metadata.creation_timestamp = Some(Time(created));
     pod.status = Some(serde_json::from_value(status).unwrap());
     pod

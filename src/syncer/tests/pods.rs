@@ -343,3 +343,21 @@ fn complete_data_in_the_log_is_used_even_after_the_timeout() {
         ready(&d).message
     );
 }
+
+#[test]
+fn a_pod_the_operator_did_not_record_is_never_read_and_goes() {
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    // Named, labelled and controlled like the channel's own pod, with finished output,
+    // but not the uid the operator recorded: a tenant made it.
+    let mut forged = pod_in(&ch, t(0), ready_pod_status());
+    forged.metadata.uid = Some("forged".into());
+    let d = at_pod(&ch, &forged, t(3));
+    assert_eq!(d.needs, Needs::default(), "the forged pod's log is read");
+    assert_eq!(descriptions(&d), ["delete pod chan"]);
+    assert!(!pod::made_by_operator(&forged, &ch));
+    assert!(pod::made_by_operator(
+        &pod_in(&ch, t(0), ready_pod_status()),
+        &ch
+    ));
+}

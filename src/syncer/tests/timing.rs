@@ -297,3 +297,42 @@ fn a_sync_requested_after_failures_runs_to_its_end() {
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(at + 4));
     assert_eq!(ready(&d).reason, "Synchronized");
 }
+
+#[test]
+fn on_demand_requests_start_at_most_one_sync_per_request_interval_and_are_never_dropped() {
+    let windowed = Settings {
+        min_request_interval: Duration::from_secs(10),
+        ..settings()
+    };
+    let ch = sample_channel();
+    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &windowed));
+    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let ch = with_status(&ch, &reading(&ch, &pod, &framed(SAMPLE), &[], t(5)));
+    // A request 2 s after the last sync: served when the window ends (at 15 s), not now.
+    let mut requested = ch.clone();
+    requested
+        .annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "r1".into());
+    let d = decide(&obs(&requested, t(7)), &windowed);
+    assert_eq!(d.effects, vec![]);
+    assert_eq!(d.requeue, Some(Duration::from_secs(8)));
+    // More requests meanwhile change nothing but the value served.
+    requested
+        .annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "r2".into());
+    let d = decide(&obs(&requested, t(12)), &windowed);
+    assert_eq!(d.effects, vec![]);
+    assert_eq!(d.requeue, Some(Duration::from_secs(3)));
+    // The window is over: one sync, for the latest request.
+    let d = decide(&obs(&requested, t(15)), &windowed);
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+    assert_eq!(
+        d.status.as_ref().unwrap().sync_requested_at.as_deref(),
+        Some("r2")
+    );
+    // A spec change is not a request: it syncs at once.
+    let mut changed = ch.clone();
+    changed.metadata.generation = Some(2);
+    let d = decide(&obs(&changed, t(6)), &windowed);
+    assert_eq!(descriptions(&d), ["create pod chan"]);
+}
