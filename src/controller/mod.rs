@@ -93,6 +93,9 @@ impl<I: ChannelIo> Context<I> {
 /// Runs one controller per watched namespace (one for all when `namespaces` is empty),
 /// with the watch caches they share, until `shutdown` fires; in-flight reconciliations
 /// finish first.
+// The parts the operator builds once and every controller shares; a struct of them would
+// only be unpacked here.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     client: Client,
     settings: Settings,
