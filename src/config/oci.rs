@@ -14,16 +14,6 @@ pub const DEFAULT_PATH: &str = "/channel.json";
 /// The registry an image without a registry host names (as `docker pull` does).
 pub const DOCKER_HUB: &str = "registry-1.docker.io";
 
-const OCI_KEYS: [&str; 7] = [
-    "image",
-    "path",
-    "imagePullSecrets",
-    "caSecretRef",
-    "insecure",
-    "platform",
-    "timeout",
-];
-
 /// `options` of an `oci` channel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OciOptions {
@@ -210,7 +200,7 @@ pub(super) fn oci_options(
     options: &Map<String, Value>,
     limits: &Limits,
 ) -> Result<OciOptions, String> {
-    unknown_keys(options, &OCI_KEYS, "oci")?;
+    unknown_keys(options, crate::schema::options_of("oci"), "oci")?;
     let image = string(options, "image")?
         .filter(|i| !i.trim().is_empty())
         .ok_or("spec.options.image: required for an oci channel: repo:tag or repo@sha256:... of the channel image")?;
