@@ -682,9 +682,15 @@ async fn complete_data_is_used_when_the_operator_comes_back_after_the_timeout() 
     let mut spec = custom_spec(&write_script(&channel_data(&[("late", "v1")])));
     spec["options"]["timeout"] = json!("5s");
     t.create_channel("ch", spec).await;
-    // The operator dies right after starting the pod...
-    t.eventually("the syncer pod", SYNC, || async {
-        (t.pods_created() == 1).then_some(())
+    // The operator dies right after starting the pod (and recording it in the status: a
+    // pod it did not record, as when it dies between the two writes, is replaced once)...
+    t.eventually("the syncer pod, recorded", SYNC, || async {
+        let recorded = t
+            .channel("ch")
+            .await
+            .status
+            .is_some_and(|s| s.syncer_pod_uid.is_some());
+        (t.pods_created() == 1 && recorded).then_some(())
     })
     .await;
     t.kill_operator();
