@@ -684,15 +684,7 @@ async fn complete_data_is_used_when_the_operator_comes_back_after_the_timeout() 
     t.create_channel("ch", spec).await;
     // The operator dies right after starting the pod (and recording it in the status: a
     // pod it did not record, as when it dies between the two writes, is replaced once)...
-    t.eventually("the syncer pod, recorded", SYNC, || async {
-        let recorded = t
-            .channel("ch")
-            .await
-            .status
-            .is_some_and(|s| s.syncer_pod_uid.is_some());
-        (t.pods_created() == 1 && recorded).then_some(())
-    })
-    .await;
+    t.wait_pod_recorded("ch", SYNC).await;
     t.kill_operator();
     // ...and comes back after the pod's timeout, with the data waiting in its log.
     let pods = t.pods();

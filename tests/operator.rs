@@ -517,16 +517,7 @@ async fn a_restarted_operator_finishes_the_sync_without_a_second_pod() {
     // Killed once its pod is recorded in the status (the proof that the operator made it):
     // a pod it had not recorded yet, as when it dies between the two writes, is replaced
     // once after the restart, by design (docs/security.md).
-    t.eventually("the syncer pod, recorded", SYNC, || async {
-        let recorded = t
-            .channel("ch")
-            .await
-            .status
-            .is_some_and(|s| s.syncer_pod_uid.is_some());
-        let pod = t.pods().get_opt("ch").await.unwrap();
-        (pod.is_some() && recorded).then_some(())
-    })
-    .await;
+    t.wait_pod_recorded("ch", SYNC).await;
     t.kill_operator();
     tokio::time::sleep(Duration::from_secs(2)).await;
     t.start_operator(&[]);

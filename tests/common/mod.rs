@@ -421,6 +421,21 @@ impl TestNs {
         .await
     }
 
+    /// Waits until the channel's syncer pod exists and the channel's status records it
+    /// (`syncerPodUid`, the operator's proof that it made the pod).
+    pub async fn wait_pod_recorded(&self, name: &str, timeout: Duration) {
+        self.eventually("the syncer pod, recorded", timeout, || async {
+            let recorded = self
+                .channel(name)
+                .await
+                .status
+                .is_some_and(|s| s.syncer_pod_uid.is_some());
+            let pod = self.pods().get_opt(name).await.unwrap();
+            (pod.is_some() && recorded).then_some(())
+        })
+        .await;
+    }
+
     pub async fn wait_no_pods(&self, timeout: Duration) {
         self.eventually("the syncer pod to be gone", timeout, || async {
             self.pods()
