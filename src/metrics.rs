@@ -23,6 +23,8 @@ use crate::api::ManagedOSVersionChannelStatus;
 use crate::failure::{ErrorClass, SyncFailure};
 use crate::syncer::Outcome;
 
+pub mod pacing;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: &'static str,
@@ -94,6 +96,7 @@ pub struct Metrics {
     pub syncs: Family<ResultLabel, Counter>,
     pub sync_failures: Family<KindLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
+    pub pacing: pacing::PacingMetrics,
     /// Objects left out of a watch cache because they cannot be decoded, by kind.
     pub undecodable: Family<KindLabel, Counter>,
     pub leader: Gauge,
@@ -121,6 +124,7 @@ impl Default for Metrics {
             syncs: Family::default(),
             sync_failures: Family::default(),
             writes: Family::default(),
+            pacing: Default::default(),
             undecodable: Family::default(),
             leader: Gauge::default(),
             queue: Gauge::default(),
@@ -175,6 +179,7 @@ impl Default for Metrics {
             "Writes to the API server by operation",
             metrics.writes.clone(),
         );
+        metrics.pacing.register(&mut registry);
         registry.register(
             "undecodable_objects",
             "Objects a watch returned that cannot be decoded (left out of the cache and logged), by kind",

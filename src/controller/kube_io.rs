@@ -35,6 +35,8 @@ pub struct KubeIo {
     pub metrics: Arc<Metrics>,
     /// Version writes in flight, all syncs together.
     pub writes: tokio::sync::Semaphore,
+    /// Their turns, per namespace.
+    pub pacing: super::pacing::Pacing,
 }
 
 impl KubeIo {
@@ -45,6 +47,7 @@ impl KubeIo {
         http: fetch::Client,
         registry: crate::registry::Client,
         metrics: Arc<Metrics>,
+        rates: crate::pace::Rates,
     ) -> Self {
         KubeIo {
             client,
@@ -54,6 +57,7 @@ impl KubeIo {
             registry,
             metrics,
             writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
+            pacing: super::pacing::Pacing::new(rates),
         }
     }
 
@@ -169,6 +173,8 @@ impl ChannelIo for KubeIo {
     ) -> Result<Vec<Written>, Error> {
         let written = Writer {
             api: &self.api(namespace),
+            namespace,
+            pacing: &self.pacing,
             in_flight: &self.writes,
             metrics: &self.metrics,
         }

@@ -7,7 +7,7 @@
 //! (what is kept per channel, and the sync queue), `queue` (the pure sync queue), `slots`
 //! (taking and giving back slots, waking who is next), `caches` (the shared watch caches
 //! and what triggers a reconciliation), `json_source` (json fetches and their kept bodies),
-//! `events` (Events and their series), `writes` (the all-or-nothing version writes), `pods`
+//! `events` (Events and their series), `writes` (the all-or-nothing version writes), `pacing` (their turns per namespace), `pods`
 //! (the syncer pod), `errors` (API errors and their classes).
 //!
 //! Failure model: whatever fails in an attempt (an API error while observing, a write the
@@ -24,6 +24,7 @@ mod finalize;
 pub mod io;
 mod json_source;
 mod kube_io;
+mod pacing;
 mod pipeline;
 mod pods;
 pub mod queue;
@@ -152,6 +153,7 @@ pub async fn run(
         http,
         registry,
         metrics.clone(),
+        settings.write_rates,
     );
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
 

@@ -284,6 +284,9 @@ async fn mark(
 /// Everything the writes of a sync need.
 pub struct Writer<'a> {
     pub api: &'a Api<ManagedOSVersion>,
+    /// The namespace whose turns the writes take ([`super::pacing`]).
+    pub namespace: &'a str,
+    pub pacing: &'a super::pacing::Pacing,
     /// Writes in flight across all syncs ([`WRITES_IN_FLIGHT`]).
     pub in_flight: &'a Semaphore,
     pub metrics: &'a Metrics,
@@ -364,6 +367,9 @@ impl Writer<'_> {
     }
 
     async fn limited<T>(&self, request: impl Future<Output = T>) -> T {
+        // The namespace's turn first, then a permit: a write waiting for its turn holds no
+        // permit another namespace's write could use.
+        self.pacing.turn(self.namespace, self.metrics).await;
         // Never closed, so a permit always comes.
         let _permit = self.in_flight.acquire().await.ok();
         request.await

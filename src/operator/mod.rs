@@ -225,6 +225,11 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         interval_jitter_percent: args.interval_jitter,
         read_idle: crate::budget::IDLE,
         min_request_interval: args.min_request_interval.min(crate::config::MAX_DURATION),
+        write_rates: crate::pace::Rates {
+            namespace_qps: args.namespace_write_qps,
+            burst: args.namespace_write_burst,
+            total_qps: args.write_qps,
+        },
     };
     let mut policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
     if args.json_deny_private_ranges {

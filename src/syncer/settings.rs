@@ -41,6 +41,9 @@ pub struct Settings {
     pub read_idle: Duration,
     /// On-demand requests start at most one sync per this long (`--min-request-interval`).
     pub min_request_interval: Duration,
+    /// How fast version writes go, per namespace and in all (`--namespace-write-qps`,
+    /// `--namespace-write-burst`, `--write-qps`).
+    pub write_rates: crate::pace::Rates,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -66,6 +69,7 @@ impl Default for Settings {
             interval_jitter_percent: 0,
             read_idle: crate::budget::IDLE,
             min_request_interval: Duration::from_secs(10),
+            write_rates: crate::pace::Rates::default(),
         }
     }
 }

@@ -106,8 +106,11 @@ async fn write(
 ) -> Result<Vec<(String, Option<String>)>, Error> {
     let metrics = Metrics::default();
     let in_flight = Semaphore::new(WRITES_IN_FLIGHT);
+    let pacing = super::super::pacing::Pacing::new(crate::pace::Rates::UNLIMITED);
     Writer {
         api,
+        namespace: "ns",
+        pacing: &pacing,
         in_flight: &in_flight,
         metrics: &metrics,
     }
