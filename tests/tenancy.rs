@@ -1,6 +1,7 @@
 //! One operator shared by tenants: sync slots that nobody else can hold or leak, a queue
 //! that serves namespaces in turn and costs nothing while it waits, and runners that read a
-//! Secret without their output reaching the channel's status or Events.
+//! Secret without their output reaching the channel's status or Events, and version
+//! writes paced per namespace.
 
 mod common;
 
@@ -605,4 +606,92 @@ async fn thirty_on_demand_requests_in_thirty_seconds_start_at_most_four_syncs() 
         "{during} syncer pods for 30 requests in {storm:?} (--min-request-interval 10s)"
     );
     t.cleanup().await;
+}
+
+/// Serves `body` at `/channel.json` on an ephemeral loopback port; returns its URL.
+async fn serve_json(body: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/channel.json",
+        axum::routing::get(move || {
+            let body = body.clone();
+            async move { body }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/channel.json")
+}
+
+#[tokio::test]
+async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_meanwhile() {
+    // Well below what the API server takes from one namespace unpaced (about 50 creates a
+    // second on the loaded local cluster), so that the pacing shows.
+    const QPS: usize = 20;
+    const BURST: usize = 10;
+    const BIG: usize = 600;
+    let mut a = TestNs::new("paced-writes-a").await;
+    let b = TestNs::new("paced-writes-b").await;
+    a.start_operator(&[
+        &format!("--namespace={}", b.ns),
+        "--json-allow-cidr=127.0.0.0/8",
+        &format!("--namespace-write-qps={QPS}"),
+        &format!("--namespace-write-burst={BURST}"),
+    ]);
+    let names: Vec<(String, String)> = (0..BIG)
+        .map(|i| (format!("big-{i:04}"), format!("v{i}")))
+        .collect();
+    let listed: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let big = serve_json(channel_data(&listed).to_string()).await;
+    let small = serve_json(channel_data(&[("small-v1", "v1")]).to_string()).await;
+    let json = |uri: &str| json!({"type": "json", "options": {"uri": uri, "timeout": "10s"}});
+    a.create_channel("big", json(&big)).await;
+    // A's sync is writing (its dry runs are done, its creates under way) when B's channel
+    // is applied.
+    a.eventually("namespace A's first version", 2 * SYNC, || async {
+        (!a.versions().await.is_empty()).then_some(())
+    })
+    .await;
+    b.create_channel("small", json(&small)).await;
+    b.wait_ready("small", "Synchronized", SYNC).await;
+    let written = a.versions().await.len();
+    let big_ch = a.channel("big").await;
+    eprintln!("namespace A had {written} of {BIG} versions when B's channel synced");
+    assert!(
+        written < BIG && ready_reason(&big_ch).as_deref() != Some("Synchronized"),
+        "namespace B's channel synced only after namespace A's sync had written all it had \
+         ({written} versions, A's Ready {:?})",
+        ready_reason(&big_ch)
+    );
+    a.wait_ready("big", "Synchronized", 2 * SYNC).await;
+    // A's creates, by the second the API server stamped them.
+    let seconds: Vec<i64> = a
+        .versions()
+        .await
+        .iter()
+        .map(|v| {
+            v.metadata
+                .creation_timestamp
+                .as_ref()
+                .unwrap()
+                .0
+                .as_second()
+        })
+        .collect();
+    assert_eq!(seconds.len(), BIG);
+    let span = seconds.iter().max().unwrap() - seconds.iter().min().unwrap();
+    let span = usize::try_from(span).unwrap();
+    eprintln!("namespace A: {BIG} versions created within {span} s (--namespace-write-qps {QPS})");
+    // Whole seconds: the first and the last may each be a part of one.
+    assert!(
+        BIG <= QPS * (span + 1) + BURST,
+        "namespace A created {BIG} versions within {span} s: faster than \
+         --namespace-write-qps {QPS} (burst {BURST})"
+    );
+    assert!(a.operator_running(), "{}", a.operator_log());
+    b.cleanup().await;
+    a.cleanup().await;
 }
