@@ -5,6 +5,9 @@
 //! uninstall. The rendering checks that need no cluster are `tests/chart_render.rs`.
 
 mod chart_support;
+// The tenant attacks, against the same chart (its own release, beside the test below).
+#[path = "chart_install/attacks.rs"]
+mod attacks;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
