@@ -29,7 +29,7 @@ impl PacingMetrics {
         );
         registry.register(
             "write_pacing_namespaces",
-            "Namespaces whose writes are paced now (they wrote in the last moment)",
+            "Namespaces with a pacing bucket at the last version write (those that wrote in the moment before it)",
             self.namespaces.clone(),
         );
     }
