@@ -249,11 +249,9 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
 
     // Meanwhile the good namespace's channel and the second json channel sync.
     kubectl_apply(&sample_channel(&good));
-    apply(&json_channel(
-        &trickle,
-        "web",
-        &format!("{base}/channel.json"),
-    ));
+    // In another namespace: the trickling channel holds its own namespace's share of
+    // the three slots.
+    apply(&json_channel(&good, "web", &format!("{base}/channel.json")));
     let synced = |ns: &str, name: &str| {
         wait_for(&format!("{ns}/{name} to sync"), SYNC, diag, || {
             (reason(ns, name).as_deref() == Some("Synchronized")).then_some(())
