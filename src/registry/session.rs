@@ -219,12 +219,7 @@ pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
         if c.is::<Refused>() {
             return c.to_string();
         }
-        let tls = c.downcast_ref::<rustls::Error>().or_else(|| {
-            c.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|i| i.downcast_ref::<rustls::Error>())
-        });
-        if let Some(tls) = tls {
+        if let Some(tls) = tls_error(c) {
             return format!("TLS with {host} failed: {tls}");
         }
         let text = c.to_string();
@@ -234,4 +229,37 @@ pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
         cause = c.source();
     }
     fetch::describe(e, timeout)
+}
+
+/// The rustls error `c` is or carries. The TLS stream's `io::Error` wraps it, and the
+/// connector wraps that in another `io::Error`: `source()` of an `io::Error` skips what it
+/// wraps, so each one is opened here.
+fn tls_error<'e>(c: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut c = c;
+    loop {
+        if let Some(tls) = c.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        c = c.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tls_error_is_found_inside_nested_io_errors() {
+        let unknown = || rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        // As the connector of reqwest returns a refused certificate.
+        let nested = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            unknown(),
+        ));
+        assert_eq!(tls_error(&nested), Some(&unknown()));
+        assert_eq!(tls_error(&unknown()), Some(&unknown()));
+        let plain =
+            std::io::Error::other(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(tls_error(&plain), None);
+    }
 }
