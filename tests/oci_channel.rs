@@ -1180,7 +1180,7 @@ async fn a_token_auth_registry_is_read_with_the_token_flow() {
         (
             "not-granted",
             format!(
-                "pulling {elsewhere}: 401 unauthorized for {reg}/{}/channel (the registry refused the credentials of imagePullSecrets)",
+                "pulling {elsewhere}: 401 unauthorized for {reg}/{}/channel (the registry's token for the credentials of imagePullSecrets does not grant pulling it)",
                 t.ns
             ),
         ),
