@@ -10,10 +10,7 @@ gen_registry_certs() {
 	mkdir -p "$REGISTRY_CA_DIR"
 	(
 		cd "$REGISTRY_CA_DIR" || die "cannot enter $REGISTRY_CA_DIR"
-		openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -sha256 \
-			-subj "/CN=rancheros-operator-test-registry-ca" \
-			-addext "basicConstraints=critical,CA:TRUE" \
-			-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+		make_ca rancheros-operator-test-registry-ca
 		sign registry "/CN=rancheros-operator-test-registry" serverAuth "IP:127.0.0.1,DNS:localhost"
 		# (an EC key in SEC1 PEM: the token server's key loader reads that)
 		openssl ecparam -name prime256v1 -genkey -noout -out token-signer.key 2>/dev/null
