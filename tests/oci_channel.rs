@@ -147,23 +147,33 @@ impl Layout {
         json!({"mediaType": "application/vnd.oci.image.index.v1+json", "digest": d, "size": s})
     }
 
-    /// Tags `top` and pushes it with skopeo as `repo:tag`.
-    fn push(&self, mut top: Value, repo: &str, tag: &str) {
+    /// Tags `top` and pushes it with skopeo as `repo:tag` to the plain HTTP registry.
+    fn push(&self, top: Value, repo: &str, tag: &str) {
+        self.push_to(top, &registry(), repo, tag)
+    }
+
+    /// The same, to `registry`: a TLS one of the test CA unless it is the plain HTTP one.
+    fn push_to(&self, mut top: Value, registry: &str, repo: &str, tag: &str) {
         top["annotations"] = json!({"org.opencontainers.image.ref.name": tag});
         let index = json!({"schemaVersion": 2, "manifests": [top]});
         std::fs::write(self.dir.join("index.json"), index.to_string()).unwrap();
         let (u, p) = creds();
+        let tls = if registry == self::registry() {
+            "--dest-tls-verify=false".to_string()
+        } else {
+            format!("--dest-cert-dir={}", ca_dir().display())
+        };
         let out = Command::new("skopeo")
             .args([
                 "copy",
                 "--all",
                 "--preserve-digests",
-                "--dest-tls-verify=false",
+                &tls,
                 "--dest-creds",
                 &format!("{u}:{p}"),
             ])
             .arg(format!("oci:{}:{tag}", self.dir.display()))
-            .arg(format!("docker://{}/{repo}:{tag}", registry()))
+            .arg(format!("docker://{registry}/{repo}:{tag}"))
             .output()
             .expect("skopeo (installed by scripts/cluster up)");
         assert!(
@@ -176,70 +186,62 @@ impl Layout {
 
 /// Pushes the channel image `repo:tag` whose top layer holds `/channel.json`.
 fn push_channel(repo: &str, tag: &str, data: &Value) -> String {
+    push_channel_to(&registry(), repo, tag, data)
+}
+
+fn push_channel_to(registry: &str, repo: &str, tag: &str, data: &Value) -> String {
     let l = Layout::new(&format!("{}-{tag}", repo.replace('/', "-")));
     let top = tar_of(&[("channel.json", data.to_string().as_bytes())]);
     let desc = l.image(&[gz_layer(&rootfs()), gz_layer(&top)], "amd64");
-    l.push(desc.clone(), repo, tag);
+    l.push_to(desc.clone(), registry, repo, tag);
     desc["digest"].as_str().unwrap().to_string()
 }
 
-/// Pushes an artifact whose one layer is the channel data (application/json), with the
-/// registry's own API.
-async fn push_artifact(repo: &str, tag: &str, data: &Value) -> String {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// Pushes an artifact whose one layer is the channel data, of media type `media_type`,
+/// with the real `oras` CLI as a publisher does (`oras push REF channel.json:TYPE`); its
+/// manifest's digest.
+fn push_artifact(repo: &str, tag: &str, data: &Value, media_type: &str) -> String {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "oras-{}-{tag}-{}",
+        repo.replace('/', "-"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("channel.json"), data.to_string()).unwrap();
     let (u, p) = creds();
-    let http = reqwest::Client::new();
-    let base = format!("http://{}/v2/{repo}", registry());
-    let put = |body: Vec<u8>| {
-        let (http, base, u, p) = (http.clone(), base.clone(), u.clone(), p.clone());
-        async move {
-            let start = http
-                .post(format!("{base}/blobs/uploads/"))
-                .basic_auth(&u, Some(&p))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(start.status(), 202, "starting an upload");
-            let loc = start.headers()["location"].to_str().unwrap().to_string();
-            let loc = if loc.starts_with("http") {
-                loc
-            } else {
-                format!("http://{}{loc}", registry())
-            };
-            let sep = if loc.contains('?') { '&' } else { '?' };
-            let done = http
-                .put(format!("{loc}{sep}digest={}", sha(&body)))
-                .basic_auth(&u, Some(&p))
-                .body(body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(done.status(), 201, "finishing an upload");
-        }
-    };
-    let body = data.to_string().into_bytes();
-    put(b"{}".to_vec()).await;
-    put(body.clone()).await;
-    let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "artifactType": "application/vnd.rancheros.channel.v1+json",
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": sha(b"{}"), "size": 2},
-        "layers": [{"mediaType": "application/json", "digest": sha(&body), "size": body.len()}]})
-    .to_string();
-    let r = http
-        .put(format!("{base}/manifests/{tag}"))
-        .basic_auth(&u, Some(&p))
-        .header("content-type", "application/vnd.oci.image.manifest.v1+json")
-        .body(manifest.clone())
-        .send()
-        .await
+    let mut oras = Command::new(helm_tool("oras"))
+        .args(["push", "--plain-http", "--no-tty", "--format", "json"])
+        .args([
+            "--artifact-type",
+            "application/vnd.rancheros.channel.v1+json",
+        ])
+        .args(["--username", &u, "--password-stdin"])
+        .arg(format!("{}/{repo}:{tag}", registry()))
+        .arg(format!("channel.json:{media_type}"))
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(r.status(), 201, "pushing the artifact manifest");
-    sha(manifest.as_bytes())
+    oras.stdin.take().unwrap().write_all(p.as_bytes()).unwrap();
+    let out = oras.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "oras push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pushed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    pushed["digest"].as_str().unwrap().to_string()
 }
 
 async fn pull_secret(t: &TestNs, name: &str, user: &str, pass: &str) {
+    pull_secret_for(t, name, &registry(), user, pass).await
+}
+
+async fn pull_secret_for(t: &TestNs, name: &str, registry: &str, user: &str, pass: &str) {
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-    let config = json!({"auths": {registry(): {"auth": auth}}}).to_string();
+    let config = json!({"auths": {registry: {"auth": auth}}}).to_string();
     let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
         "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": config}}))
     .unwrap();
@@ -359,7 +361,7 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
 }
 
 #[tokio::test]
-async fn indexes_zstd_layers_and_json_artifacts_are_read() {
+async fn indexes_and_zstd_layers_are_read() {
     let mut t = TestNs::new("oci-kinds").await;
     let ns = t.ns.clone();
     // An index of two platforms, each with its own data.
@@ -400,7 +402,6 @@ async fn indexes_zstd_layers_and_json_artifacts_are_read() {
     };
     let desc = z.image(&[zstd(&rootfs()), zstd(&top)], "amd64");
     z.push(desc, &format!("{ns}/zstd"), "v1");
-    let artifact = push_artifact(&format!("{ns}/artifact"), "v1", &elemental(&["artifact"])).await;
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
     // Building and pushing took a while: this tree's CRDs again, should another tree's
     // tests have installed theirs meanwhile (the cluster is shared).
@@ -423,18 +424,54 @@ async fn indexes_zstd_layers_and_json_artifacts_are_read() {
         ),
     )
     .await;
-    t.create_channel("artifact", oci(&format!("{r}/{ns}/artifact:v1"), json!({})))
-        .await;
     for name in ["arm", "zstd"] {
         t.wait_ready(name, "Synchronized", SYNC).await;
     }
-    let ch = t.wait_ready("artifact", "Synchronized", SYNC).await;
-    assert_eq!(
-        ch.status.unwrap().source_revision.unwrap(),
-        format!("v1@{artifact}")
-    );
-    assert_eq!(t.version_names().await, ["arm", "artifact", "zstd"]);
+    assert_eq!(t.version_names().await, ["arm", "zstd"]);
     assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+/// Channel artifacts as `oras push` makes them, the layer of either JSON media type: the
+/// data itself, every free-form key kept, no pod.
+#[tokio::test]
+async fn artifacts_pushed_with_oras_are_the_channel_data() {
+    let mut t = TestNs::new("oci-oras").await;
+    let ns = t.ns.clone();
+    let kinds = [
+        ("rancheros", "application/vnd.rancheros.channel.v1+json"),
+        ("json", "application/json"),
+    ];
+    let mut pushed = Vec::new();
+    for (name, media_type) in kinds {
+        let data = elemental(&[&format!("{name}-a"), &format!("{name}-b")]);
+        let digest = push_artifact(&format!("{ns}/{name}"), "v1", &data, media_type);
+        pushed.push((name, data, digest));
+    }
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    // Building and pushing took a while: this tree's CRDs again, should another tree's
+    // tests have installed theirs meanwhile (the cluster is shared).
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    for (name, _, _) in &pushed {
+        let image = format!("{}/{ns}/{name}:v1", registry());
+        t.create_channel(name, oci(&image, json!({}))).await;
+    }
+    for (name, data, digest) in &pushed {
+        let ch = t.wait_ready(name, "Synchronized", SYNC).await;
+        assert_eq!(
+            ch.status.unwrap().source_revision.unwrap(),
+            format!("v1@{digest}")
+        );
+        for want in data.as_array().unwrap() {
+            let version = want["metadata"]["name"].as_str().unwrap();
+            let v = t.versions_api().get(version).await.unwrap();
+            let got = serde_json::to_value(&v.spec).unwrap();
+            assert_eq!(got["metadata"], want["spec"]["metadata"], "{version}");
+        }
+    }
+    assert_eq!(t.versions().await.len(), 4);
+    assert_eq!(t.pods_created(), 0, "an oci channel creates no pod");
     t.cleanup().await;
 }
 
@@ -743,13 +780,13 @@ async fn validate_image_reads_a_channel_image_with_the_operator_rules() {
 // ---------------------------------------------------------------------------------------
 // spec.verify: images signed by the real cosign CLI
 
-/// The cosign CLI built by `scripts/helm` (its bin directory, or PATH).
-fn cosign() -> PathBuf {
+/// A tool built by `scripts/helm` (cosign, oras), from its bin directory.
+fn helm_tool(name: &str) -> PathBuf {
     let bin = Command::new(env!("CARGO_MANIFEST_DIR").to_string() + "/scripts/helm")
         .arg("bin")
         .output()
         .expect("scripts/helm bin");
-    let path = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("cosign");
+    let path = PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join(name);
     assert!(
         path.exists(),
         "{} is missing: run scripts/helm install (scripts/test does)",
@@ -783,7 +820,7 @@ impl Signer {
     }
 
     fn cosign(&self, args: &[&str]) {
-        let out = Command::new(cosign())
+        let out = Command::new(helm_tool("cosign"))
             .args(args)
             .current_dir(&self.dir)
             .env("COSIGN_PASSWORD", "")
@@ -927,5 +964,254 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("does not match the key"), "{text}");
+    t.cleanup().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The TLS registries of `scripts/cluster` (certificates of a test CA of their own): one
+// with basic auth, one with the token flow (the distribution project's token server).
+
+fn env_of(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: eval \"$(scripts/cluster env)\" (a cluster brought up before \
+             the TLS registries existed gets them with scripts/cluster registries)"
+        )
+    })
+}
+
+/// The test CA of the TLS registries (PEM).
+fn registry_ca() -> String {
+    let path = env_of("RANCHEROS_TEST_REGISTRY_CA");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A directory holding the test CA only: skopeo takes every `*.crt` there for a root (and
+/// a `*.key` for a client key, so not the CA's own directory).
+fn ca_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("registry-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.crt"), registry_ca()).unwrap();
+        dir
+    })
+    .clone()
+}
+
+/// A CA that signed nothing the registries serve.
+fn other_ca() -> String {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("other-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=another-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(dir.join("ca.crt")).unwrap()
+}
+
+async fn ca_secret(t: &TestNs, name: &str, pem: &str) {
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
+        "stringData": {"ca.crt": pem}}))
+    .unwrap();
+    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+async fn patch_secret(t: &TestNs, name: &str, string_data: Value) {
+    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "stringData": string_data })),
+        )
+        .await
+        .unwrap();
+}
+
+/// An oci channel of a TLS registry (`extra` adds to or replaces its options).
+fn tls_oci(image: &str, extra: Value) -> Value {
+    let mut options = json!({"insecure": false, "caSecretRef": {"name": "registry-ca"}});
+    options
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    oci(image, options)
+}
+
+/// Waits for the sync that `request_sync` asks for; its channel.
+async fn resync(
+    t: &TestNs,
+    name: &str,
+    why: &str,
+) -> rancheros_operator::api::ManagedOSVersionChannel {
+    let before = t.channel(name).await;
+    t.request_sync(name, why).await;
+    t.wait_next_attempt(name, &before, SYNC).await
+}
+
+#[tokio::test]
+async fn a_registry_of_a_private_ca_is_trusted_through_ca_secret_ref_only() {
+    let mut t = TestNs::new("oci-tls").await;
+    let reg = env_of("RANCHEROS_TEST_REGISTRY_TLS");
+    let repo = format!("{}/channel", t.ns);
+    let first = push_channel_to(&reg, &repo, "v1", &elemental(&["tls-a", "tls-b"]));
+    let (u, p) = creds();
+    pull_secret_for(&t, "pull", &reg, &u, &p).await;
+    ca_secret(&t, "registry-ca", &registry_ca()).await;
+    ca_secret(&t, "other-ca", &other_ca()).await;
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let image = format!("{reg}/{repo}:v1");
+    t.create_channel("private", tls_oci(&image, json!({})))
+        .await;
+    t.create_channel(
+        "system-roots",
+        tls_oci(&image, json!({"caSecretRef": null})),
+    )
+    .await;
+    t.create_channel(
+        "other-ca",
+        tls_oci(&image, json!({"caSecretRef": {"name": "other-ca"}})),
+    )
+    .await;
+    let ch = t.wait_ready("private", "Synchronized", SYNC).await;
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{first}")
+    );
+    let untrusted =
+        format!("pulling {image}: TLS with {reg} failed: invalid peer certificate: UnknownIssuer");
+    for name in ["system-roots", "other-ca"] {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let got = ready_message(&ch);
+        assert!(got.contains(&untrusted), "{name}: {got}\nwant: {untrusted}");
+    }
+    assert_eq!(t.version_names().await, ["tls-a", "tls-b"]);
+
+    // The tag moves on, and the channel's CA Secret now holds another CA: refused, nothing
+    // changed (the revision neither).
+    let second = push_channel_to(&reg, &repo, "v1", &elemental(&["tls-a", "tls-b", "tls-c"]));
+    patch_secret(&t, "registry-ca", json!({"ca.crt": other_ca()})).await;
+    let ch = resync(&t, "private", "other-ca").await;
+    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
+    assert!(
+        ready_message(&ch).contains(&untrusted),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{first}")
+    );
+    assert_eq!(t.version_names().await, ["tls-a", "tls-b"]);
+    // The right CA again: the new data is read.
+    patch_secret(&t, "registry-ca", json!({"ca.crt": registry_ca()})).await;
+    let ch = resync(&t, "private", "registry-ca").await;
+    assert_eq!(
+        ready_reason(&ch).as_deref(),
+        Some("Synchronized"),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{second}")
+    );
+    assert_eq!(t.version_names().await, ["tls-a", "tls-b", "tls-c"]);
+    assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_token_auth_registry_is_read_with_the_token_flow() {
+    let mut t = TestNs::new("oci-token").await;
+    let reg = env_of("RANCHEROS_TEST_REGISTRY_TOKEN");
+    let (u, p) = creds();
+    // The token server grants a user the repositories under its own name only.
+    let repo = format!("{u}/{}/channel", t.ns);
+    let first = push_channel_to(&reg, &repo, "v1", &elemental(&["token-a"]));
+    pull_secret_for(&t, "pull", &reg, &u, &p).await;
+    ca_secret(&t, "registry-ca", &registry_ca()).await;
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let image = format!("{reg}/{repo}:v1");
+    let elsewhere = format!("{reg}/{}/channel:v1", t.ns);
+    t.create_channel("token", tls_oci(&image, json!({}))).await;
+    t.create_channel(
+        "anonymous",
+        tls_oci(&image, json!({"imagePullSecrets": []})),
+    )
+    .await;
+    t.create_channel("not-granted", tls_oci(&elsewhere, json!({})))
+        .await;
+    let ch = t.wait_ready("token", "Synchronized", SYNC).await;
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{first}")
+    );
+    let cases = [
+        (
+            "anonymous",
+            format!(
+                "pulling {image}: 401 unauthorized for {reg}/{repo} (no credentials for it in imagePullSecrets)"
+            ),
+        ),
+        (
+            "not-granted",
+            format!(
+                "pulling {elsewhere}: 401 unauthorized for {reg}/{}/channel (the registry's token for the credentials of imagePullSecrets does not grant pulling it)",
+                t.ns
+            ),
+        ),
+    ];
+    for (name, want) in &cases {
+        let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
+        let got = ready_message(&ch);
+        assert!(got.contains(want.as_str()), "{name}: {got}\nwant: {want}");
+    }
+    assert_eq!(t.version_names().await, ["token-a"]);
+
+    // The tag moves on, and the pull Secret now holds a wrong password: the token server
+    // refuses it, nothing changed.
+    push_channel_to(&reg, &repo, "v1", &elemental(&["token-a", "token-b"]));
+    let wrong = json!({"auths": {&reg: {"username": u, "password": "not-the-password"}}});
+    patch_secret(&t, "pull", json!({".dockerconfigjson": wrong.to_string()})).await;
+    let ch = resync(&t, "token", "wrong-password").await;
+    let want = format!(
+        "pulling {image}: 401 unauthorized for {reg}/{repo} (the registry refused the credentials of imagePullSecrets)"
+    );
+    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
+    assert!(
+        ready_message(&ch).contains(&want),
+        "{}\nwant: {want}",
+        ready_message(&ch)
+    );
+    assert_eq!(
+        ch.status.unwrap().source_revision.unwrap(),
+        format!("v1@{first}")
+    );
+    assert_eq!(t.version_names().await, ["token-a"]);
+    assert_eq!(t.pods_created(), 0);
     t.cleanup().await;
 }

@@ -83,8 +83,8 @@ pub struct Access {
 /// Why a pull failed, as one line (after "pulling IMAGE: ").
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
-    #[error("401 unauthorized for {repo}{}", if *had_credentials { " (the registry refused the credentials of imagePullSecrets)" } else { " (no credentials for it in imagePullSecrets)" })]
-    Unauthorized { repo: String, had_credentials: bool },
+    #[error("401 unauthorized for {repo} ({why})")]
+    Unauthorized { repo: String, why: Refusal },
     #[error("403 forbidden for {0}")]
     Forbidden(String),
     #[error("manifest unknown {0}")]
@@ -108,6 +108,20 @@ pub enum PullError {
     /// The signature check of `spec.verify` refused the image (its data is not used).
     #[error("{0}")]
     Unverified(String),
+}
+
+/// Why the registry said `401`: what the user has to fix differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("no credentials for it in imagePullSecrets")]
+    NoCredentials,
+    #[error("the registry refused the credentials of imagePullSecrets")]
+    CredentialsRefused,
+    /// The token server took the credentials, but its token does not grant the pull.
+    #[error(
+        "the registry's token for the credentials of imagePullSecrets does not grant pulling it"
+    )]
+    NotGranted,
 }
 
 /// The failure of a manifest or blob answer that is not a success.

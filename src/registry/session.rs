@@ -82,7 +82,13 @@ impl<'a> Session<'a> {
                 return Ok(response);
             }
             if answered {
-                return Err(self.unauthorized());
+                // A token was issued (else `token` failed): for these credentials, if any,
+                // it grants no pull of this repository.
+                let bearer = self
+                    .authorization
+                    .as_deref()
+                    .is_some_and(|a| a.starts_with("Bearer "));
+                return Err(self.unauthorized(bearer));
             }
             answered = true;
             let header = response
@@ -100,15 +106,15 @@ impl<'a> Session<'a> {
                     self.authorization = Some(format!("Bearer {token}"));
                 }
                 // Basic credentials were sent already, or there are none.
-                _ => return Err(self.unauthorized()),
+                _ => return Err(self.unauthorized(false)),
             }
         }
     }
 
-    fn unauthorized(&self) -> PullError {
+    fn unauthorized(&self, token_issued: bool) -> PullError {
         PullError::Unauthorized {
             repo: self.repo(),
-            had_credentials: self.credentials.is_some(),
+            why: refusal(self.credentials.is_some(), token_issued),
         }
     }
 
@@ -166,7 +172,7 @@ impl<'a> Session<'a> {
             response.status(),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
         ) {
-            return Err(self.unauthorized());
+            return Err(self.unauthorized(false));
         }
         if !response.status().is_success() {
             return Err(PullError::Status {
@@ -219,12 +225,7 @@ pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
         if c.is::<Refused>() {
             return c.to_string();
         }
-        let tls = c.downcast_ref::<rustls::Error>().or_else(|| {
-            c.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|i| i.downcast_ref::<rustls::Error>())
-        });
-        if let Some(tls) = tls {
+        if let Some(tls) = tls_error(c) {
             return format!("TLS with {host} failed: {tls}");
         }
         let text = c.to_string();
@@ -234,4 +235,65 @@ pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
         cause = c.source();
     }
     fetch::describe(e, timeout)
+}
+
+/// Why a `401` was final: no credentials, credentials refused (by the registry or its token
+/// server), or a token for them that does not grant the pull.
+fn refusal(had_credentials: bool, token_issued: bool) -> super::Refusal {
+    use super::Refusal::*;
+    match (had_credentials, token_issued) {
+        (false, _) => NoCredentials,
+        (true, false) => CredentialsRefused,
+        (true, true) => NotGranted,
+    }
+}
+
+/// The rustls error `c` is or carries. The TLS stream's `io::Error` wraps it, and the
+/// connector wraps that in another `io::Error`: `source()` of an `io::Error` skips what it
+/// wraps, so each one is opened here.
+fn tls_error<'e>(c: &'e (dyn std::error::Error + 'static)) -> Option<&'e rustls::Error> {
+    let mut c = c;
+    loop {
+        if let Some(tls) = c.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        c = c.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_final_401_says_whether_the_credentials_or_their_token_fell_short() {
+        use super::super::Refusal::*;
+        assert_eq!(refusal(false, false), NoCredentials);
+        assert_eq!(refusal(false, true), NoCredentials);
+        assert_eq!(refusal(true, false), CredentialsRefused);
+        assert_eq!(refusal(true, true), NotGranted);
+        let e = PullError::Unauthorized {
+            repo: "r.io/a/b".into(),
+            why: NotGranted,
+        };
+        assert_eq!(
+            e.to_string(),
+            "401 unauthorized for r.io/a/b (the registry's token for the credentials of imagePullSecrets does not grant pulling it)"
+        );
+    }
+
+    #[test]
+    fn a_tls_error_is_found_inside_nested_io_errors() {
+        let unknown = || rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        // As the connector of reqwest returns a refused certificate.
+        let nested = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            unknown(),
+        ));
+        assert_eq!(tls_error(&nested), Some(&unknown()));
+        assert_eq!(tls_error(&unknown()), Some(&unknown()));
+        let plain =
+            std::io::Error::other(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(tls_error(&plain), None);
+    }
 }

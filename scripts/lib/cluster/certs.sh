@@ -7,10 +7,7 @@ gen_certs() {
 	local nip="$1" nname="$2"
 	mkdir -p "$CERT_DIR"
 	cd "$CERT_DIR" || die "cannot enter $CERT_DIR"
-	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -sha256 \
-		-subj "/CN=rancheros-operator-cluster-ca" \
-		-addext "basicConstraints=critical,CA:TRUE" \
-		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+	make_ca rancheros-operator-cluster-ca
 	# service-account token signing key
 	openssl genrsa -out sa.key 2048 2>/dev/null
 	openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -25,6 +22,14 @@ gen_certs() {
 	sign kube-proxy "/CN=system:kube-proxy" clientAuth
 	chmod 600 ./*.key
 	cd - >/dev/null || true
+}
+
+# make_ca CN: ca.key and ca.crt, a new CA (in the current dir)
+make_ca() {
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -sha256 \
+		-subj "/CN=$1" \
+		-addext "basicConstraints=critical,CA:TRUE" \
+		-addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
 }
 
 # sign NAME SUBJECT EKU [SANS]: NAME.key and NAME.crt signed by the CA (in the current dir)

@@ -26,6 +26,7 @@ cmd_down() {
 	done
 	stop_component containerd 10
 	stop_component docker-registry
+	stop_tls_registries
 	# shellcheck disable=SC2046
 	kill_pids TERM $(shim_pids)
 	for ((i = 0; i < 30; i++)); do

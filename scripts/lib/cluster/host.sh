@@ -33,7 +33,8 @@ setup_host() {
 
 check_ports_free() {
 	local port
-	for port in 2379 2380 "$APISERVER_PORT" 10248 10249 10250 10256 10257 10259 "${REGISTRY_ADDR##*:}"; do
+	for port in 2379 2380 "$APISERVER_PORT" 10248 10249 10250 10256 10257 10259 "${REGISTRY_ADDR##*:}" \
+		"${REGISTRY_TLS_ADDR##*:}" "${REGISTRY_TOKEN_ADDR##*:}" "${TOKEN_SERVER_ADDR##*:}"; do
 		if ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then
 			die "port $port is already in use (another cluster running? 'ss -tlnp sport = :$port'); run 'scripts/cluster down' or stop it"
 		fi

@@ -3,7 +3,9 @@
 # reaches. Sourced after lib/common.sh (versions, caches, CIDRs).
 # shellcheck disable=SC2034 # the other parts use these
 
-COMPONENTS="dnsmasq etcd kube-apiserver svc-dns kube-controller-manager kube-scheduler containerd docker-registry kubelet kube-proxy"
+COMPONENTS="dnsmasq etcd kube-apiserver svc-dns kube-controller-manager kube-scheduler containerd docker-registry registry-tls registry-token token-server kubelet kube-proxy"
+# Components that run another one's binary (alive() checks the process is that binary).
+declare -A COMPONENT_BINARY=([registry-tls]=docker-registry [registry-token]=docker-registry)
 CERT_DIR="$STATE_DIR/pki"
 CONF_DIR="$STATE_DIR/conf"
 CONTAINERD_ROOT="$STATE_DIR/containerd/root"
@@ -26,6 +28,14 @@ REGISTRY_PASSWORD_FILE="$CONF_DIR/registry.password"
 # webhook listen there, one at a time), with this bearer token.
 WEBHOOK_ADDR="127.0.0.1:18480"
 WEBHOOK_TOKEN_FILE="$CONF_DIR/webhook.token"
+# Two more registries for the tests of oci channels (registries.sh), both serving TLS with a
+# certificate of their own test CA (not the cluster's): one with basic auth (the same user
+# and password), one with the token flow of the distribution spec, its tokens issued by the
+# distribution project's token server for that user.
+REGISTRY_TLS_ADDR="127.0.0.1:5443"
+REGISTRY_TOKEN_ADDR="127.0.0.1:5444"
+TOKEN_SERVER_ADDR="127.0.0.1:5445"
+REGISTRY_CA_DIR="$CERT_DIR/registry-ca"
 # Paths that kubelet/containerd/CNI use no matter what they are told; removed by `down`
 # when they did not exist before `up`.
 FIXED_HOST_PATHS="/var/log/pods /var/log/containers /var/lib/kubelet /var/lib/cni /run/containerd /var/run/netns /run/netns /etc/cni /opt/cni /opt/containerd"

@@ -10,7 +10,8 @@ alive() {
 	pid="$(pid_of "$1")" || return 1
 	[ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
 	exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
-	case "$exe" in *"/$1" | *"/$1 (deleted)") return 0 ;; esac
+	local bin="${COMPONENT_BINARY[$1]:-$1}"
+	case "$exe" in *"/$bin" | *"/$bin (deleted)") return 0 ;; esac
 	# scripts (svc-dns): the interpreter runs them
 	[ -n "$exe" ] && tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | head -n 3 | grep -q "/$1\$"
 }

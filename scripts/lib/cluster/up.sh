@@ -43,6 +43,7 @@ cmd_up() {
 	log "generating certificates and configuration in $STATE_DIR (node $nname, $nip)"
 	gen_certs "$nip" "$nname"
 	write_configs "$nname"
+	write_registry_configs
 	setup_host
 	t1=$(date +%s)
 
@@ -64,6 +65,8 @@ cmd_up() {
 	log "starting the test registry on $REGISTRY_ADDR and pushing the runner image to it"
 	start_registry
 	push_test_images
+	log "starting the TLS test registries on $REGISTRY_TLS_ADDR and $REGISTRY_TOKEN_ADDR (token server $TOKEN_SERVER_ADDR)"
+	start_tls_registries
 
 	log "starting kubelet and kube-proxy"
 	start_kubelet "$nname"
