@@ -2,12 +2,13 @@
 //! runtimes read them: a first component with a `.` or `:`, or `localhost`, is the
 //! registry; otherwise the registry is Docker Hub and a one-part path is under `library/`.
 //! Two spellings of one image (`busybox` and `docker.io/library/busybox:latest`) compare
-//! equal once parsed.
+//! equal once parsed. The one parser of image references: the webhook matches pushes with
+//! it and `oci` channels (`config::ImageRef`) connect with it.
 
 use std::fmt;
 
 /// Docker Hub, however it is spelled.
-const DOCKER_HUB: &str = "docker.io";
+pub const DOCKER_HUB: &str = "docker.io";
 const DOCKER_HUB_ALIASES: [&str; 3] = ["docker.io", "index.docker.io", "registry-1.docker.io"];
 /// Longest reference accepted (what the CRD allows an image field, with room).
 const MAX_REFERENCE: usize = 4096;
@@ -32,10 +33,37 @@ pub enum ReferenceError {
     TooLong,
     #[error("{0:?} is not an image reference ([host[:port]/]path[:tag][@sha256:hex])")]
     Malformed(String),
+    #[error("{0:?} names no tag or digest; write repo:tag or repo@sha256:...")]
+    Unpinned(String),
 }
 
 impl Reference {
+    /// Parses a reference as a container runtime does: one naming neither a tag nor a
+    /// digest means `:latest`.
     pub fn parse(text: &str) -> Result<Self, ReferenceError> {
+        let mut r = Self::parse_parts(text)?;
+        if r.tag.is_none() && r.digest.is_none() {
+            r.tag = Some("latest".to_string());
+        }
+        Ok(r)
+    }
+
+    /// Parses a reference that must write down what it follows: a tag or a digest (no
+    /// implicit `latest`).
+    pub fn parse_explicit(text: &str) -> Result<Self, ReferenceError> {
+        let r = Self::parse_parts(text)?;
+        if r.tag.is_none() && r.digest.is_none() {
+            return Err(ReferenceError::Unpinned(crate::text::head(text, 200)));
+        }
+        Ok(r)
+    }
+
+    /// What a manifest URL takes: the digest when pinned, else the tag.
+    pub fn manifest_reference(&self) -> Option<&str> {
+        self.digest.as_deref().or(self.tag.as_deref())
+    }
+
+    fn parse_parts(text: &str) -> Result<Self, ReferenceError> {
         if text.is_empty() {
             return Err(ReferenceError::Empty);
         }
@@ -79,17 +107,18 @@ impl Reference {
             repository
         };
         let component_ok = |c: &str| {
-            !c.is_empty()
-                && c.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-                })
+            c.bytes().all(|b| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+            }) && c.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+                && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
         };
-        if !repository.split('/').all(component_ok) {
+        if registry.is_empty() || !repository.split('/').all(component_ok) {
             return Err(malformed());
         }
         if let Some(tag) = &tag {
             let tag_ok = !tag.is_empty()
                 && tag.len() <= 128
+                && !tag.starts_with(['.', '-'])
                 && tag
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
@@ -97,10 +126,6 @@ impl Reference {
                 return Err(malformed());
             }
         }
-        let tag = match (tag, &digest) {
-            (None, None) => Some("latest".to_string()),
-            (tag, _) => tag,
-        };
         Ok(Reference {
             registry,
             repository,
@@ -195,6 +220,28 @@ mod tests {
         assert!(!parse(&format!("reg.io/x:v1@sha256:{hex}")).moved_by("reg.io", "x", "v1"));
         assert!(Reference::parse("reg.io/x@sha256:abc").is_err());
         assert!(Reference::parse("reg.io/x@md5:abc").is_err());
+    }
+
+    #[test]
+    fn an_explicit_reference_must_name_a_tag_or_a_digest() {
+        for unpinned in ["reg.io/x", "host:5000/repo", "busybox"] {
+            let e = Reference::parse_explicit(unpinned).unwrap_err();
+            assert!(e.to_string().contains("names no tag or digest"), "{e}");
+        }
+        let hex = "b".repeat(64);
+        let r = Reference::parse_explicit(&format!("reg.io/x:v1@sha256:{hex}")).unwrap();
+        assert_eq!(
+            r.manifest_reference(),
+            Some(format!("sha256:{hex}").as_str())
+        );
+        let r = Reference::parse_explicit("[::1]:5000/x:v2").unwrap();
+        assert_eq!(
+            (r.registry.as_str(), r.manifest_reference()),
+            ("[::1]:5000", Some("v2"))
+        );
+        for bad in ["reg.io/x:-1", "reg.io/-x:1", "reg.io/x.:1"] {
+            assert!(Reference::parse_explicit(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

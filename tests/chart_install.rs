@@ -296,7 +296,15 @@ fn helm_install_runs_the_operator_in_cluster_with_least_rbac() {
         rbac_is_least(&rel, &watched)
     });
     phase("metrics through the Service", || metrics_are_served(&rel));
+    let token = phase("registry webhook through the Service", || {
+        webhook_is_served(&rel, &watched)
+    });
     phase("upgrade", || upgrade_rolls_the_pod(&rel, &watched, &synced));
+    assert_eq!(
+        webhook_token(&rel),
+        token,
+        "the generated webhook token is kept across upgrades"
+    );
     phase("beside Elemental", || {
         readme_commands_beside_elemental(&rel, &watched, &synced.notes)
     });
@@ -369,7 +377,7 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
     let started = Instant::now();
     let watched = watched.to_string();
     let diag = || rel.diagnostics();
-    let notes = rel.install(&["--set", "operator.retryDelay=5s"]);
+    let notes = rel.install(&["--set", "operator.retryDelay=5s,webhook.enabled=true"]);
     assert!(
         notes.contains(&format!("Watches ManagedOSVersionChannels in: {watched}")),
         "{notes}"
@@ -558,6 +566,113 @@ fn metrics_are_served(rel: &Release) {
     );
     assert!(metrics.contains("rancheros_operator_leader 1"), "{metrics}");
 }
+
+/// The token of the webhook Secret the chart generated.
+fn webhook_token(rel: &Release) -> String {
+    use base64::Engine;
+    let secret = kubectl_json(&[
+        "get",
+        "secret",
+        &format!("{}-webhook", rel.fullname()),
+        "--namespace",
+        &rel.ns,
+    ]);
+    let token = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"]["token"].as_str().unwrap())
+        .unwrap();
+    String::from_utf8(token).unwrap()
+}
+
+/// A POST of `body` to `addr` (HTTP/1.0), with a bearer token if any; the whole answer.
+fn http_post(addr: &str, path: &str, token: Option<&str>, body: &str) -> String {
+    let mut stream =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The registry webhook as the chart exposes it (`webhook.enabled`): through its Service, a
+/// push without the token is refused and requests nothing; with the token of the Secret
+/// the chart generated, a push of the sample channel's image is accepted and that channel
+/// syncs again. Returns the token.
+fn webhook_is_served(rel: &Release, watched: &str) -> String {
+    let diag = || rel.diagnostics();
+    let svc = kubectl_json(&[
+        "get",
+        "service",
+        &format!("{}-webhook", rel.fullname()),
+        "--namespace",
+        &rel.ns,
+    ]);
+    let addr = format!(
+        "{}:{}",
+        svc["spec"]["clusterIP"].as_str().unwrap(),
+        svc["spec"]["ports"][0]["port"]
+    );
+    let channel = || {
+        kubectl_json(&[
+            "get",
+            "managedosversionchannel",
+            "testchannel",
+            "-n",
+            watched,
+        ])
+    };
+    let requested = |c: &Value| c["metadata"]["annotations"][SYNC_REQUESTED_AT].clone();
+    let before = channel();
+    let runner =
+        std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".into());
+    let push = serde_json::json!({ "image": runner }).to_string();
+    let refused = http_post(&addr, "/hook/registry", Some("not-the-token"), &push);
+    assert!(
+        refused.starts_with("HTTP/1.0 401") || refused.starts_with("HTTP/1.1 401"),
+        "{refused}"
+    );
+    let refused = http_post(&addr, "/hook/registry", None, &push);
+    assert!(
+        refused.starts_with("HTTP/1.0 401") || refused.starts_with("HTTP/1.1 401"),
+        "{refused}"
+    );
+    assert_eq!(
+        requested(&channel()),
+        requested(&before),
+        "a refused push requested a sync"
+    );
+    let token = webhook_token(rel);
+    let accepted = http_post(&addr, "/hook/registry", Some(&token), &push);
+    assert!(
+        accepted.starts_with("HTTP/1.0 202") || accepted.starts_with("HTTP/1.1 202"),
+        "{accepted}"
+    );
+    let synced_at = before["status"]["lastSyncedTime"].clone();
+    wait_for(
+        "the pushed image's channel to sync again",
+        Duration::from_secs(90),
+        diag,
+        || {
+            let c = channel();
+            (!requested(&c).is_null()
+                && requested(&c) != requested(&before)
+                && c["status"]["lastSyncedTime"] != synced_at)
+                .then_some(())
+        },
+    );
+    token
+}
+
+/// The annotation that requests a sync (what `sync` and the webhook write).
+const SYNC_REQUESTED_AT: &str = "rancheros.cattle.io/sync-requested-at";
 
 /// Least privilege, as the API server's authorizer sees it: every rule of files/rbac.yaml
 /// is granted where it should be, and nothing else is.

@@ -100,13 +100,20 @@ struct Layout {
 }
 
 /// A layer: media type, blob, the uncompressed tar's digest.
-struct Layer(&'static str, Vec<u8>, String);
+struct Layer(&'static str, Blob, String);
+
+/// A layer's blob: in memory, or already written into the layout (digest, size).
+enum Blob {
+    Bytes(Vec<u8>),
+    Written(String, usize),
+}
 
 const GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
 const ZSTD: &str = "application/vnd.oci.image.layer.v1.tar+zstd";
+const PLAIN: &str = "application/vnd.oci.image.layer.v1.tar";
 
 fn gz_layer(tar: &[u8]) -> Layer {
-    Layer(GZIP, gzip(tar), sha(tar))
+    Layer(GZIP, Blob::Bytes(gzip(tar)), sha(tar))
 }
 
 impl Layout {
@@ -134,7 +141,7 @@ impl Layout {
         let (cd, cs) = self.blob(config.to_string().as_bytes());
         let manifest = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
             "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-            "layers": layers.iter().map(|l| { let (d, s) = self.blob(&l.1); json!({"mediaType": l.0, "digest": d, "size": s}) }).collect::<Vec<_>>()});
+            "layers": layers.iter().map(|l| { let (d, s) = match &l.1 { Blob::Bytes(b) => self.blob(b), Blob::Written(d, s) => (d.clone(), *s) }; json!({"mediaType": l.0, "digest": d, "size": s}) }).collect::<Vec<_>>()});
         let (d, s) = self.blob(manifest.to_string().as_bytes());
         json!({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": s,
             "platform": {"os": "linux", "architecture": arch}})
@@ -396,7 +403,10 @@ async fn indexes_and_zstd_layers_are_read() {
     let zstd = |t: &[u8]| {
         Layer(
             ZSTD,
-            ruzstd::encoding::compress_to_vec(t, ruzstd::encoding::CompressionLevel::Fastest),
+            Blob::Bytes(ruzstd::encoding::compress_to_vec(
+                t,
+                ruzstd::encoding::CompressionLevel::Fastest,
+            )),
             sha(t),
         )
     };
@@ -646,7 +656,51 @@ fn zeros_layer(l: &Layout, mib: u64) -> Layer {
         .collect();
     let blob = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    Layer(GZIP, blob, format!("sha256:{hex}"))
+    Layer(GZIP, Blob::Bytes(blob), format!("sha256:{hex}"))
+}
+
+/// An uncompressed tar layer of `mib` MiB of zeros, written straight into the layout: what
+/// crosses the network is the whole size (nothing held in the test's memory).
+fn plain_zeros_layer(l: &Layout, mib: u64) -> Layer {
+    struct Hashing<W>(W, ring::digest::Context, usize);
+    impl<W: Write> Write for Hashing<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = self.0.write(b)?;
+            self.1.update(&b[..n]);
+            self.2 += n;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+    let path = l.dir.join("zeros.tar");
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let mut tar = tar::Builder::new(Hashing(
+        file,
+        ring::digest::Context::new(&ring::digest::SHA256),
+        0,
+    ));
+    let mut h = tar::Header::new_gnu();
+    h.set_size(mib << 20);
+    h.set_mode(0o644);
+    tar.append_data(
+        &mut h,
+        "var/plain-zeros",
+        std::io::repeat(0).take(mib << 20),
+    )
+    .unwrap();
+    let Hashing(mut file, hash, size) = tar.into_inner().unwrap();
+    file.flush().unwrap();
+    let hex: String = hash
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::rename(&path, l.dir.join("blobs/sha256").join(&hex)).unwrap();
+    let digest = format!("sha256:{hex}");
+    Layer(PLAIN, Blob::Written(digest.clone(), size), digest)
 }
 
 use std::io::Read as _;
@@ -660,25 +714,37 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
         "channel.json",
         elemental(&["after-the-zeros"]).to_string().as_bytes(),
     )]);
-    // Top down, the 200 MiB layer is read before the one with the file.
+    // Top down, a 1 GiB uncompressed layer (1 GiB crosses the network) and 200 MiB of
+    // gzip'd zeros (a small blob that inflates) are read before the one with the file.
     let desc = l.image(
-        &[gz_layer(&rootfs()), gz_layer(&file), zeros_layer(&l, 200)],
+        &[
+            gz_layer(&rootfs()),
+            gz_layer(&file),
+            zeros_layer(&l, 200),
+            plain_zeros_layer(&l, 1024),
+        ],
         "amd64",
     );
     l.push(desc, &format!("{ns}/big"), "v1");
+    // The layout's 1.2 GiB are in the registry now.
+    let _ = std::fs::remove_dir_all(&l.dir);
     pull_secret(&t, "pull", &creds().0, &creds().1).await;
     // Building and pushing took a while: this tree's CRDs again, should another tree's
     // tests have installed theirs meanwhile (the cluster is shared).
     install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    let mut flags = FLAGS.to_vec();
+    flags.push("--max-layer-bytes=2Gi");
+    t.start_operator(&flags);
     let image = format!("{}/{ns}/big:v1", registry());
-    t.create_channel("big", oci(&image, json!({}))).await;
-    t.wait_ready("big", "Synchronized", SYNC).await;
+    t.create_channel("big", oci(&image, json!({"timeout": "10m"})))
+        .await;
+    t.wait_ready("big", "Synchronized", Duration::from_secs(300))
+        .await;
     assert_eq!(t.version_names().await, ["after-the-zeros"]);
     let peak = peak_rss_kib(operator_pid(&ns));
     assert!(
         peak < 96 << 10,
-        "the operator's peak RSS was {peak} KiB after reading a 200 MiB layer"
+        "the operator's peak RSS was {peak} KiB after reading 1.2 GiB of layers"
     );
     t.kill_operator();
     // Under a bound smaller than the layer: refused, naming the flag.
@@ -1213,5 +1279,129 @@ async fn a_token_auth_registry_is_read_with_the_token_flow() {
     );
     assert_eq!(t.version_names().await, ["token-a"]);
     assert_eq!(t.pods_created(), 0);
+    t.cleanup().await;
+}
+
+/// A TCP proxy in front of the test registry that passes requests whole and answers
+/// until `after` bytes of a connection's answers have passed; then it sends nothing more
+/// and holds the connection open: a registry that stalls mid-layer. `stalled` is set when
+/// it does.
+async fn stalling_proxy(
+    after: usize,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let stalled = stalled.clone();
+            tokio::spawn(async move {
+                let Ok(upstream) = tokio::net::TcpStream::connect(registry()).await else {
+                    return;
+                };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_registry, mut to_registry) = upstream.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_client, &mut to_registry).await;
+                });
+                let (mut sent, mut buf) = (0usize, vec![0u8; 16 << 10]);
+                loop {
+                    let n = match from_registry.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n.min(after - sent),
+                    };
+                    if n == 0 {
+                        stalled.store(true, std::sync::atomic::Ordering::SeqCst);
+                        // Held open and silent (for the rest of the test binary).
+                        std::future::pending::<()>().await;
+                    }
+                    if to_client.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                    sent += n;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// `n` bytes that do not compress (xorshift), so a gzip'd layer of them is `n` on the wire.
+fn noise(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_registry_that_stalls_mid_layer_fails_that_pull_alone_after_the_idle_bound() {
+    let mut t = TestNs::new("oci-stall").await;
+    let ns = t.ns.clone();
+    let l = Layout::new(&format!("{ns}-stall"));
+    let file = tar_of(&[("channel.json", elemental(&["never"]).to_string().as_bytes())]);
+    let noisy = tar_of(&[("var/noise", &noise(2 << 20))]);
+    // Top down, the 2 MiB layer of noise is read first: the proxy stalls inside it.
+    let desc = l.image(
+        &[gz_layer(&rootfs()), gz_layer(&file), gz_layer(&noisy)],
+        "amd64",
+    );
+    l.push(desc, &format!("{ns}/stall"), "v1");
+    push_channel(&format!("{ns}/good"), "v1", &elemental(&["good"]));
+    let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let proxy = stalling_proxy(256 << 10, stalled.clone()).await;
+    // One Secret with the registry's credentials under both addresses.
+    let (u, p) = creds();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+    let config =
+        json!({"auths": {registry(): {"auth": auth}, proxy.clone(): {"auth": auth}}}).to_string();
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "pull"},
+        "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": config}}))
+    .unwrap();
+    Api::<Secret>::namespaced(t.client.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    // A long timeout, as a big layer on a slow link needs: the idle bound still applies.
+    let started = std::time::Instant::now();
+    let stalled_image = format!("{proxy}/{ns}/stall:v1");
+    t.create_channel("stall", oci(&stalled_image, json!({"timeout": "10m"})))
+        .await;
+    while !stalled.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            started.elapsed() < SYNC,
+            "the operator never read the layer through the proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // While that pull hangs, another channel's pull is not held up by it.
+    let good = format!("{}/{ns}/good:v1", registry());
+    t.create_channel("good", oci(&good, json!({}))).await;
+    t.wait_ready("good", "Synchronized", SYNC).await;
+    assert_ne!(
+        ready_reason(&t.channel("stall").await).as_deref(),
+        Some("FailedToSync"),
+        "the stalled pull ended before the other channel synced; the test proves nothing"
+    );
+    // Well inside the channel's 10 minutes.
+    let ch = t.wait_ready("stall", "FailedToSync", SYNC).await;
+    let message = ready_message(&ch);
+    assert!(
+        message.contains(&format!("{proxy}: nothing arrived for 30s")),
+        "{message}"
+    );
+    assert_eq!(
+        t.version_names().await,
+        ["good"],
+        "nothing of the stalled image was written"
+    );
     t.cleanup().await;
 }

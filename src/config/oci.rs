@@ -73,63 +73,26 @@ impl ImageRef {
         }
     }
 
-    /// Parses `repo:tag` or `repo@sha256:<hex>`; a reference without either is refused
-    /// (no implicit `latest`: what the channel follows is written down).
+    /// Parses `repo:tag` or `repo@sha256:<hex>` with the one reference parser
+    /// (`crate::reference`); a reference without either is refused (no implicit `latest`:
+    /// what the channel follows is written down). A digest pins even beside a tag.
     pub fn parse(text: &str) -> Result<ImageRef, String> {
-        let t = text.trim();
-        let (name, reference) = if let Some((name, digest)) = t.split_once('@') {
-            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-                return Err(format!(
-                    "{t:?}: the digest must be sha256: and 64 lowercase hex digits"
-                ));
-            }
-            (name, Reference::Digest(digest.to_string()))
+        let r =
+            crate::reference::Reference::parse_explicit(text.trim()).map_err(|e| e.to_string())?;
+        let reference = match (r.digest, r.tag) {
+            (Some(digest), _) => Reference::Digest(digest),
+            (None, Some(tag)) => Reference::Tag(tag),
+            (None, None) => return Err(format!("{:?} names no tag or digest", text.trim())),
+        };
+        // Docker Hub's canonical name is not the host its API answers on.
+        let registry = if r.registry == crate::reference::DOCKER_HUB {
+            DOCKER_HUB.to_string()
         } else {
-            // A tag follows the last `:` after the last `/` (`host:5000/repo` has none).
-            let last = t.rsplit_once('/').map_or(t, |(_, last)| last);
-            let Some((_, tag)) = last.rsplit_once(':') else {
-                return Err(format!(
-                    "{t:?} names no tag or digest; write repo:tag or repo@sha256:..."
-                ));
-            };
-            let name = t.strip_suffix(tag).and_then(|n| n.strip_suffix(':'));
-            let tag_ok = !tag.is_empty()
-                && tag.len() <= 128
-                && !tag.starts_with(['.', '-'])
-                && tag
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-            match name {
-                Some(name) if tag_ok => (name, Reference::Tag(tag.to_string())),
-                _ => return Err(format!("{t:?}: {tag:?} is not a valid tag")),
-            }
+            r.registry
         };
-        let (registry, repository) = match name.split_once('/') {
-            Some((host, rest))
-                if host.contains(['.', ':']) || host == "localhost" || host.contains('[') =>
-            {
-                (host.to_string(), rest.to_string())
-            }
-            Some(_) => (DOCKER_HUB.to_string(), name.to_string()),
-            None => (DOCKER_HUB.to_string(), format!("library/{name}")),
-        };
-        let component_ok = |c: &str| {
-            !c.is_empty()
-                && c.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-                })
-                && c.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-                && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
-        };
-        if registry.is_empty() || !repository.split('/').all(component_ok) {
-            return Err(format!(
-                "{t:?}: {repository:?} is not a repository name (lowercase letters, digits, '.', '_', '-', '/')"
-            ));
-        }
         Ok(ImageRef {
             registry,
-            repository,
+            repository: r.repository,
             reference,
         })
     }

@@ -66,8 +66,9 @@ impl Client {
 }
 
 fn builder(policy: Arc<Policy>) -> reqwest::ClientBuilder {
-    // A registry that sends nothing for this long fails the read (and frees its slot).
-    crate::fetch::guarded(policy).read_timeout(std::time::Duration::from_secs(30))
+    // A registry that sends nothing for `budget::IDLE` fails the read: `Session` bounds the
+    // wait for an answer and for each chunk of a body, naming that bound when it ends one.
+    crate::fetch::guarded(policy)
 }
 
 /// What a pull is given from the channel's namespace: the credentials for the image's

@@ -7,7 +7,7 @@ use tracing::debug;
 
 use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
-use super::session::{Session, describe, read_capped};
+use super::session::{Session, chunks, read_capped};
 use super::{Access, Client, PullError, sha256, signature, status_error};
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
@@ -259,10 +259,10 @@ async fn read_data(
             .into());
         }
         let response = get_blob(session, &layer.digest).await?;
-        let (host, timeout) = (session.image.registry.clone(), session.timeout);
-        let stream = response
-            .bytes_stream()
-            .map_err(move |e| std::io::Error::other(Transport(describe(&e, &host, timeout))));
+        let stream = chunks(response, session).map_err(|e| match e {
+            PullError::Transport(text) => std::io::Error::other(Transport(text)),
+            other => std::io::Error::other(Transport(other.to_string())),
+        });
         let blob = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
         let (digest, size, wanted) = (layer.digest.clone(), layer.size, path.clone());
         let (found, left) = tokio::task::spawn_blocking(move || {

@@ -138,10 +138,12 @@ impl<'a> Session<'a> {
             request = request.header(AUTHORIZATION, a);
         }
         self.requests = self.requests.saturating_add(1);
-        request
-            .send()
-            .await
-            .map_err(|e| PullError::Transport(describe(&e, &self.image.registry, self.timeout)))
+        match tokio::time::timeout(crate::budget::IDLE, request.send()).await {
+            Ok(answer) => answer.map_err(|e| {
+                PullError::Transport(describe(&e, &self.image.registry, self.timeout))
+            }),
+            Err(_) => Err(silent(&self.image.registry)),
+        }
     }
 
     /// The token flow: the realm is asked (with the credentials, when there are some) for
@@ -193,6 +195,45 @@ impl<'a> Session<'a> {
     }
 }
 
+/// A body's chunks, each due within [`crate::budget::IDLE`] of the last: a registry that
+/// stops sending mid-body fails that read then, not at the end of the channel's timeout
+/// (which a big layer on a slow link may need to be long).
+pub fn chunks(
+    response: reqwest::Response,
+    session: &Session<'_>,
+) -> futures::stream::BoxStream<'static, Result<bytes::Bytes, PullError>> {
+    let (host, timeout, idle) = (
+        session.image.registry.clone(),
+        session.timeout,
+        crate::budget::IDLE,
+    );
+    // (The wait for the answer's head is bounded the same way, in `raw`.)
+    futures::stream::unfold(Some(response.bytes_stream().boxed()), move |stream| {
+        let host = host.clone();
+        async move {
+            let mut stream = stream?;
+            match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
+                Ok(Some(Err(e))) => Some((
+                    Err(PullError::Transport(describe(&e, &host, timeout))),
+                    None,
+                )),
+                Ok(None) => None,
+                Err(_) => Some((Err(silent(&host)), None)),
+            }
+        }
+    })
+    .boxed()
+}
+
+/// A registry that sent nothing for the idle bound.
+fn silent(host: &str) -> PullError {
+    PullError::Transport(format!(
+        "{host}: {}",
+        crate::budget::Stall::Silent(crate::budget::IDLE)
+    ))
+}
+
 /// A body read whole, at most `max` bytes (more is an error naming `what`).
 pub async fn read_capped(
     response: reqwest::Response,
@@ -204,11 +245,9 @@ pub async fn read_capped(
         return Err(PullError::Bad(format!("{what} is more than {max} bytes")));
     }
     let mut data = Vec::new();
-    let mut stream = response.bytes_stream();
+    let mut stream = chunks(response, session);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            PullError::Transport(describe(&e, &session.image.registry, session.timeout))
-        })?;
+        let chunk = chunk?;
         if data.len().saturating_add(chunk.len()) as u64 > max {
             return Err(PullError::Bad(format!("{what} is more than {max} bytes")));
         }
