@@ -141,6 +141,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             }
             decision = self.decide();
         }
+        self.taken_names(&mut decision).await?;
         self.write(&decision).await?;
         self.pods(&mut decision).await?;
         self.settle(&decision);
@@ -193,6 +194,42 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         syncer::decide_resolved(&self.observation(), &self.ctx.settings, &self.config)
     }
 
+    /// The cache gave this sync its channel's versions only: should the decision create a
+    /// version whose name exists (another channel's, or one nobody controls), it decides
+    /// again knowing it (a conflict, or an adoption), as it would have with every version.
+    async fn taken_names(&mut self, decision: &mut Decision) -> Result<(), Error> {
+        let creates: Vec<String> = decision
+            .effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::ApplyVersion {
+                    want,
+                    replaces: None,
+                } => want.metadata.name.clone(),
+                _ => None,
+            })
+            .collect();
+        let Some(seen) = self.seen.versions.as_mut() else {
+            return Ok(());
+        };
+        if creates.is_empty() {
+            return Ok(());
+        }
+        let ns = &self.namespace;
+        let taken = self
+            .ctx
+            .io
+            .versions_named(ns, &creates)
+            .await
+            .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
+        if !taken.is_empty() {
+            seen.extend(taken);
+            self.counts.observed();
+            *decision = self.decide();
+        }
+        Ok(())
+    }
+
     /// Observes what the decision needs and has not been observed yet; whether anything was.
     async fn gather(
         &mut self,
@@ -218,7 +255,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             let ns = &self.namespace;
             let mut versions = ctx
                 .io
-                .versions(ns)
+                .versions(ns, &self.channel)
                 .await
                 .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
             // Drift: those someone else wrote are read in full, and only those.
