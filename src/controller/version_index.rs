@@ -226,22 +226,14 @@ impl Inner {
                 new
             }
         };
+        // The watch's decoding kept of the writers the operator's latest and anyone
+        // else's latest (`version_meta::latest_writers`): only their times are kept.
         let (mut ours, mut others) = (None, None);
         for w in m.managed_fields.into_iter().flatten() {
-            if w.subresource.as_deref().is_some_and(|s| !s.is_empty()) {
-                continue;
-            }
-            let slot = if w.manager.as_deref() == Some(FIELD_MANAGER) {
-                &mut ours
+            if w.manager.as_deref() == Some(FIELD_MANAGER) {
+                ours = Some(w.time);
             } else {
-                &mut others
-            };
-            // No time counts as the latest (`written_by_others` reads it so).
-            let later = slot.as_ref().is_none_or(|s: &Option<Time>| {
-                w.time.is_none() || s.as_ref().is_some_and(|t| w.time.as_ref() > Some(t))
-            });
-            if later {
-                *slot = Some(w.time);
+                others = Some(w.time);
             }
         }
         let boxed = |s: Option<String>| s.map(String::into_boxed_str);
