@@ -34,6 +34,8 @@ use crate::config::ChannelConfig;
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
 
+mod taken;
+
 /// What was gathered for one reconciliation; the decision core borrows it.
 #[derive(Default)]
 struct Gathered {
@@ -192,42 +194,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
     fn decide(&mut self) -> Decision {
         self.counts.decisions = self.counts.decisions.saturating_add(1);
         syncer::decide_resolved(&self.observation(), &self.ctx.settings, &self.config)
-    }
-
-    /// The cache gave this sync its channel's versions only: should the decision create a
-    /// version whose name exists (another channel's, or one nobody controls), it decides
-    /// again knowing it (a conflict, or an adoption), as it would have with every version.
-    async fn taken_names(&mut self, decision: &mut Decision) -> Result<(), Error> {
-        let creates: Vec<String> = decision
-            .effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::ApplyVersion {
-                    want,
-                    replaces: None,
-                } => want.metadata.name.clone(),
-                _ => None,
-            })
-            .collect();
-        let Some(seen) = self.seen.versions.as_mut() else {
-            return Ok(());
-        };
-        if creates.is_empty() {
-            return Ok(());
-        }
-        let ns = &self.namespace;
-        let taken = self
-            .ctx
-            .io
-            .versions_named(ns, &creates)
-            .await
-            .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
-        if !taken.is_empty() {
-            seen.extend(taken);
-            self.counts.observed();
-            *decision = self.decide();
-        }
-        Ok(())
     }
 
     /// Observes what the decision needs and has not been observed yet; whether anything was.
