@@ -953,6 +953,40 @@ async fn reports(port: u16, channel: &str) -> bool {
     text.contains(&format!("name=\"{channel}\""))
 }
 
+/// The leader line of `check` for the shards' Lease (`sharded`) in the test namespace.
+async fn check_leader(t: &TestNs, selector: Option<&str>) -> String {
+    let mut args = vec![
+        "check".to_string(),
+        "-n".into(),
+        t.ns.clone(),
+        "--operator-namespace".into(),
+        t.ns.clone(),
+        "--leader-election-lease=sharded".into(),
+    ];
+    args.extend(selector.map(|s| format!("--watch-label-selector={s}")));
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .output()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("check did not exit within 60 s")
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find(|l| l.contains(" leader: "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no leader line: {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .to_string()
+}
+
 /// One shard's operator process, killed when the test ends, also on a failure.
 struct Shard {
     child: std::process::Child,
@@ -1012,6 +1046,19 @@ async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves
         .filter_map(|l| l.spec?.holder_identity)
         .collect();
     assert_eq!(holders.len(), 2, "{holders:?}");
+    // `check` finds each shard's Lease from its selector; the base name alone is none.
+    for shard in ["a", "b"] {
+        let line = check_leader(&t, Some(&format!("shard={shard}"))).await;
+        assert!(
+            line.starts_with("ok") && line.contains(&format!("shard-{shard}")),
+            "{line}"
+        );
+    }
+    let line = check_leader(&t, None).await;
+    assert!(
+        line.starts_with("FAIL") && line.contains("does not exist"),
+        "{line}"
+    );
     // Each reports only its own.
     t.eventually("each shard to report its own channel", SYNC, || async {
         (reports(a.port, "ca").await && reports(b.port, "cb").await).then_some(())

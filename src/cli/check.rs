@@ -37,6 +37,10 @@ pub struct CheckArgs {
     /// The name of the leader Lease (the chart's leaderElection.leaseName).
     #[arg(long, value_name = "NAME", default_value = CHART_DEFAULT)]
     pub leader_election_lease: String,
+    /// The shard's label selector (the operator's --watch-label-selector): its Lease is
+    /// named after it.
+    #[arg(long, value_name = "SELECTOR")]
+    pub watch_label_selector: Option<String>,
     /// -n: the namespace whose channels the operator syncs (the chart's
     /// operator.namespaces); -A: all namespaces (the chart's default).
     #[command(flatten)]
@@ -181,13 +185,20 @@ async fn granted(
 }
 
 async fn lease_check(client: &Client, args: &CheckArgs) -> Result<Check, CliError> {
-    let what = format!("{}/{}", args.operator_namespace, args.leader_election_lease);
+    let shard = args
+        .watch_label_selector
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let name = crate::operator::shard_lease(&args.leader_election_lease, shard);
+    let what = format!("{}/{name}", args.operator_namespace);
     let api: Api<Lease> = Api::namespaced(client.clone(), &args.operator_namespace);
-    let result = match api.get_opt(&args.leader_election_lease).await {
+    let result = match api.get_opt(&name).await {
         Ok(Some(lease)) => super::lease::verdict(&lease, &what, Timestamp::now()),
         Ok(None) => Err(format!(
-            "the Lease {what} does not exist: no operator has become the leader; is it running (with --leader-election-lease {})?",
-            args.leader_election_lease
+            "the Lease {what} does not exist: no operator has become the leader; is it running (with --leader-election-lease {}{})?",
+            args.leader_election_lease,
+            shard.map_or_else(String::new, |s| format!(" --watch-label-selector {s:?}"))
         )),
         Err(kube::Error::Api(s)) if s.code == 403 => {
             Err(format!("cannot read the Lease {what}: {}", s.message))

@@ -25,7 +25,7 @@ pub struct Scope {
     /// `None`: every namespace.
     pub namespace: Option<String>,
     pub channels: Store<ManagedOSVersionChannel>,
-    pub versions: Store<ManagedOSVersion>,
+    pub versions: Arc<super::version_index::VersionIndex>,
     pub pods: Store<Pod>,
 }
 
@@ -38,14 +38,17 @@ impl Scope {
         self.pods.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// The versions of a namespace, shared with the cache (not copied: many syncs at once
-    /// cost no more memory); `None` until the cache is filled.
-    pub async fn versions_in(&self, namespace: &str) -> Option<Vec<Arc<ManagedOSVersion>>> {
+    /// The versions of a channel's sync (`version_index::relevant`), made from the cache
+    /// for this sync; `None` until the cache is filled.
+    pub async fn versions_of(
+        &self,
+        namespace: &str,
+        channel: &ManagedOSVersionChannel,
+    ) -> Option<Vec<Arc<ManagedOSVersion>>> {
         let ready = tokio::time::timeout(CACHE_WAIT, self.versions.wait_until_ready()).await;
-        matches!(ready, Ok(Ok(()))).then(|| {
-            self.versions
-                .state_filter(|v| v.namespace().as_deref() == Some(namespace))
-        })
+        ready
+            .is_ok()
+            .then(|| self.versions.of_channel(namespace, channel))
     }
 
     /// Channels whose syncer pod runs: pods named after a live channel that the operator

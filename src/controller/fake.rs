@@ -14,7 +14,9 @@ use kube::ResourceExt;
 use super::Error;
 use super::io::{ChannelIo, Written};
 use super::queue::Key;
-use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
+use crate::api::{
+    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
+};
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
@@ -153,14 +155,43 @@ impl ChannelIo for FakeIo {
         "runner output".into()
     }
 
-    async fn versions(&self, namespace: &str) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+    /// As the cache answers: only the channel's own (`relevant`).
+    async fn versions(
+        &self,
+        namespace: &str,
+        channel: &ManagedOSVersionChannel,
+    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
         let mut world = self.world();
         world.call("versions", namespace)?;
         Ok(world
             .versions
             .iter()
-            .filter(|(k, _)| k.namespace.as_deref() == Some(namespace))
+            .filter(|(k, v)| {
+                let controller = v
+                    .owner_references()
+                    .iter()
+                    .find(|o| o.controller == Some(true));
+                k.namespace.as_deref() == Some(namespace)
+                    && super::version_index::relevant(
+                        controller.map(|o| o.uid.as_str()),
+                        v.labels().get(CHANNEL_LABEL).map(String::as_str),
+                        channel,
+                    )
+            })
             .map(|(_, v)| Arc::new(v.clone()))
+            .collect())
+    }
+
+    async fn versions_named(
+        &self,
+        namespace: &str,
+        names: &[String],
+    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+        let world = self.world();
+        Ok(names
+            .iter()
+            .filter_map(|n| world.versions.get(&key_of(namespace, n)))
+            .map(|v| Arc::new(v.clone()))
             .collect())
     }
 

@@ -125,7 +125,7 @@ impl<I: ChannelIo> Context<I> {
         // channel go with a version the garbage collector would then take.
         let cached = self
             .io
-            .versions(&ns)
+            .versions(&ns, channel)
             .await
             .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
         for version in cached {

@@ -59,10 +59,20 @@ pub trait ChannelIo: Send + Sync + 'static {
     /// The end of the `runner` container's log, or why it could not be read.
     fn runner_tail(&self, key: &Key) -> impl Future<Output = String> + Send;
 
-    /// Every version of the namespace.
+    /// The versions of a channel's sync in its namespace: those it controls or that carry
+    /// its name (`version_index::relevant`); more is harmless.
     fn versions(
         &self,
         namespace: &str,
+        channel: &ManagedOSVersionChannel,
+    ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
+
+    /// The versions of these names in a namespace, whoever controls them: those a sync
+    /// would create, to tell a conflict or an adoption.
+    fn versions_named(
+        &self,
+        namespace: &str,
+        names: &[String],
     ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
 
     /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`; the

@@ -8,7 +8,6 @@ use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -123,10 +122,14 @@ impl ChannelIo for KubeIo {
     }
 
     /// From the watch cache (listed only if the cache is not filled yet, which happens
-    /// once, at start).
-    async fn versions(&self, namespace: &str) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+    /// once, at start: then every version of the namespace).
+    async fn versions(
+        &self,
+        namespace: &str,
+        channel: &ManagedOSVersionChannel,
+    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
         if let Some(scope) = self.scope(namespace)
-            && let Some(versions) = scope.versions_in(namespace).await
+            && let Some(versions) = scope.versions_of(namespace, channel).await
         {
             return Ok(versions);
         }
@@ -135,6 +138,18 @@ impl ChannelIo for KubeIo {
             .list(&ListParams::default())
             .await?;
         Ok(list.items.into_iter().map(|v| Arc::new(v.0)).collect())
+    }
+
+    /// From the watch cache; none when it is not filled yet (`versions` then listed all).
+    async fn versions_named(
+        &self,
+        namespace: &str,
+        names: &[String],
+    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+        Ok(self
+            .scope(namespace)
+            .map(|scope| scope.versions.named(namespace, names))
+            .unwrap_or_default())
     }
 
     async fn fetch(
@@ -185,11 +200,9 @@ impl ChannelIo for KubeIo {
         {
             caches::wait_until(|| {
                 written.iter().all(|(name, rv)| {
-                    let cached = scope.versions.get(&ObjectRef::new(name).within(namespace));
+                    let cached = scope.versions.resource_version(namespace, name);
                     match rv {
-                        Some(rv) => {
-                            caches::shows(cached.and_then(|v| v.resource_version()).as_deref(), rv)
-                        }
+                        Some(rv) => caches::shows(cached.as_deref(), rv),
                         None => cached.is_none(),
                     }
                 })

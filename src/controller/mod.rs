@@ -30,6 +30,7 @@ mod pods;
 pub mod queue;
 mod record;
 mod slots;
+pub mod version_index;
 pub mod version_meta;
 mod writes;
 
@@ -129,7 +130,8 @@ pub async fn run(
     let mut wakeups = Vec::new();
     for ns in &names {
         let (channels, channel_writer) = reflector::store();
-        let (versions, version_writer) = reflector::store();
+        let versions = Arc::new(version_index::VersionIndex::default());
+        let version_writer = Arc::clone(&versions);
         let (pods, pod_writer) = reflector::store();
         scopes.push(Scope {
             namespace: ns.clone(),
@@ -169,8 +171,12 @@ pub async fn run(
         )
         .map(version_meta::versions)
         .default_backoff()
-        .reflect(version_writer)
-        .for_each(|_| async {});
+        .for_each(move |event| {
+            if let Ok(event) = event {
+                version_writer.apply(event);
+            }
+            futures::future::ready(())
+        });
         feeds.push(versions);
         let pods = caches::changes(
             watcher(

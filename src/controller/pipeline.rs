@@ -34,6 +34,8 @@ use crate::config::ChannelConfig;
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
 
+mod taken;
+
 /// What was gathered for one reconciliation; the decision core borrows it.
 #[derive(Default)]
 struct Gathered {
@@ -141,6 +143,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             }
             decision = self.decide();
         }
+        self.taken_names(&mut decision).await?;
         self.write(&decision).await?;
         self.pods(&mut decision).await?;
         self.settle(&decision);
@@ -218,7 +221,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             let ns = &self.namespace;
             let mut versions = ctx
                 .io
-                .versions(ns)
+                .versions(ns, &self.channel)
                 .await
                 .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
             // Drift: those someone else wrote are read in full, and only those.

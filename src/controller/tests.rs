@@ -527,3 +527,30 @@ async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
 
 #[path = "tests_oci.rs"]
 mod oci;
+
+#[tokio::test]
+async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_sync_its_own() {
+    let mut h = Harness::new(settings());
+    let c = h.create("a", "c", json_channel());
+    let d = h.create("a", "d", json_channel());
+    h.ctx.io.world().source = Some(Box::new(|_: &Validators| Response::Body {
+        data: DATA.as_bytes().to_vec(),
+        validators: Validators::default(),
+    }));
+    h.ok(&c).await;
+    let owner = |h: &Harness| {
+        h.ctx.io.world().versions[&key("a", "v1")].owner_references()[0]
+            .name
+            .clone()
+    };
+    assert_eq!(owner(&h), "c");
+    // d lists the same name: it is c's, so d's sync fails and writes nothing.
+    h.ok(&d).await;
+    assert_eq!(owner(&h), "c", "d took over c's version");
+    let status = h.channel(&d).status.unwrap_or_default();
+    let message = &status.condition("Ready").unwrap().message;
+    assert!(
+        message.contains("already exists and is controlled by"),
+        "{message}"
+    );
+}
