@@ -366,7 +366,12 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
     let started = Instant::now();
     let watched = watched.to_string();
     let diag = || rel.diagnostics();
-    let notes = rel.install(&["--set", "operator.retryDelay=5s"]);
+    // The ServiceAccount `metrics-scraper` of the release namespace may read /metrics.
+    let scraper = format!(
+        "metrics.readerSubjects[0].kind=ServiceAccount,metrics.readerSubjects[0].name={SCRAPER},metrics.readerSubjects[0].namespace={}",
+        rel.ns
+    );
+    let notes = rel.install(&["--set", "operator.retryDelay=5s", "--set", &scraper]);
     assert!(
         notes.contains(&format!("Watches ManagedOSVersionChannels in: {watched}")),
         "{notes}"
@@ -534,7 +539,47 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
     }
 }
 
-/// Metrics through the chart's Service.
+/// The ServiceAccount the install binds to the `-metrics-reader` ClusterRole.
+const SCRAPER: &str = "metrics-scraper";
+
+/// GET with `Authorization: Bearer <token>`.
+fn http_get_with_token(addr: &str, path: &str, token: &str) -> String {
+    let mut stream =
+        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// A token of the ServiceAccount `name` in `ns` (created if missing).
+fn service_account_token(ns: &str, name: &str) -> String {
+    let exists = output(kubectl().args(["get", "serviceaccount", name, "--namespace", ns]));
+    if !exists.status.success() {
+        run(kubectl().args(["create", "serviceaccount", name, "--namespace", ns]));
+    }
+    run(kubectl().args([
+        "create",
+        "token",
+        name,
+        "--namespace",
+        ns,
+        "--duration",
+        "10m",
+    ]))
+    .trim()
+    .to_string()
+}
+
+/// Metrics through the chart's Service, from the pod network: only for the scraper the
+/// chart grants them (metrics.readerSubjects); a tenant's token gets 403, none 401.
 fn metrics_are_served(rel: &Release) {
     let svc = kubectl_json(&[
         "get",
@@ -548,11 +593,18 @@ fn metrics_are_served(rel: &Release) {
         svc["spec"]["clusterIP"].as_str().unwrap(),
         svc["spec"]["ports"][0]["port"]
     );
-    let metrics = http_get(&addr, "/metrics");
-    assert!(
-        metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
-        "{metrics}"
-    );
+    let status = |answer: &str| answer.split(' ').nth(1).unwrap_or_default().to_string();
+    let none = http_get(&addr, "/metrics");
+    assert_eq!(status(&none), "401", "{none}");
+    let tenant = service_account_token(&rel.namespaces[0], "default");
+    let refused = http_get_with_token(&addr, "/metrics", &tenant);
+    assert_eq!(status(&refused), "403", "{refused}");
+    for answer in [&none, &refused] {
+        assert!(!answer.contains("rancheros_operator"), "{answer}");
+    }
+    let token = service_account_token(&rel.ns, SCRAPER);
+    let metrics = http_get_with_token(&addr, "/metrics", &token);
+    assert_eq!(status(&metrics), "200", "{metrics}");
     assert!(metrics.contains("rancheros_operator_leader 1"), "{metrics}");
 }
 
@@ -605,7 +657,8 @@ fn rbac_is_least(rel: &Release, watched: &str) {
     };
     let checked = granted(&expected_rules(), w)
         + granted(&expected_lease_rules(&rel.fullname()), Some(ns))
-        + granted(&expected_crd_rules(), None);
+        + granted(&expected_crd_rules(), None)
+        + granted(&expected_review_rules(), None);
     eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
     let lease_name = format!("leases/{}", rel.fullname());
     for (verb, resource, ns, allowed) in [
@@ -807,7 +860,8 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
     );
     let name = rel.fullname();
     let crds = format!("{name}-crds");
-    for object in [&name, &crds] {
+    let auth = format!("{name}-metrics-auth");
+    for object in [&name, &crds, &auth] {
         run(kubectl().args(["get", "clusterrole", object]));
         run(kubectl().args(["get", "clusterrolebinding", object]));
     }
