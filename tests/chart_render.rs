@@ -899,8 +899,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         .map(|rest| rest.split('"').next().unwrap().to_string())
         .collect();
     assert!(flags.len() > 10, "{flags:?}");
-    // The CI values set every value; allowPrivilegedRunners and jsonDenyPrivateRanges
-    // are off there on purpose (the CI's json sources are on the node's private address).
+    // The CI values set every value; allowPrivilegedRunners, jsonDenyPrivateRanges and
+    // metrics.insecure are off there on purpose (the CI's json sources are on the node's private address).
     let values = chart_dir().join("ci/namespaced-values.yaml");
     let docs = render(&[
         "--values",
@@ -912,6 +912,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         "shards.values={x}",
         "--set",
         "operator.jsonDenyPrivateRanges=true",
+        "--set",
+        "metrics.insecure=true",
     ]);
     let c = check_common(&docs, "ros-operator");
     let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();
