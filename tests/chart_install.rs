@@ -262,12 +262,18 @@ fn ready_condition(channel: &Value) -> Option<(String, String, String)> {
 
 /// GET over plain HTTP/1.0 from this host (Service IPs are reachable through kube-proxy).
 fn http_get(addr: &str, path: &str) -> String {
+    http_get_as(addr, path, None)
+}
+
+/// The same, with `Authorization: Bearer <token>` when given.
+fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> String {
     let mut stream =
         std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n").unwrap();
     let mut body = String::new();
     stream.read_to_string(&mut body).unwrap();
     body
@@ -542,23 +548,6 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
 /// The ServiceAccount the install binds to the `-metrics-reader` ClusterRole.
 const SCRAPER: &str = "metrics-scraper";
 
-/// GET with `Authorization: Bearer <token>`.
-fn http_get_with_token(addr: &str, path: &str, token: &str) -> String {
-    let mut stream =
-        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    body
-}
-
 /// A token of the ServiceAccount `name` in `ns` (created if missing).
 fn service_account_token(ns: &str, name: &str) -> String {
     let exists = output(kubectl().args(["get", "serviceaccount", name, "--namespace", ns]));
@@ -597,13 +586,13 @@ fn metrics_are_served(rel: &Release) {
     let none = http_get(&addr, "/metrics");
     assert_eq!(status(&none), "401", "{none}");
     let tenant = service_account_token(&rel.namespaces[0], "default");
-    let refused = http_get_with_token(&addr, "/metrics", &tenant);
+    let refused = http_get_as(&addr, "/metrics", Some(&tenant));
     assert_eq!(status(&refused), "403", "{refused}");
     for answer in [&none, &refused] {
         assert!(!answer.contains("rancheros_operator"), "{answer}");
     }
     let token = service_account_token(&rel.ns, SCRAPER);
-    let metrics = http_get_with_token(&addr, "/metrics", &token);
+    let metrics = http_get_as(&addr, "/metrics", Some(&token));
     assert_eq!(status(&metrics), "200", "{metrics}");
     assert!(metrics.contains("rancheros_operator_leader 1"), "{metrics}");
 }
