@@ -265,15 +265,60 @@ fn ready_condition(channel: &Value) -> Option<(String, String, String)> {
 
 /// GET over plain HTTP/1.0 from this host (Service IPs are reachable through kube-proxy).
 fn http_get(addr: &str, path: &str) -> String {
+    http_get_as(addr, path, None)
+}
+
+/// The same, with `Authorization: Bearer <token>` when given.
+fn http_get_as(addr: &str, path: &str, token: Option<&str>) -> String {
+    http_request(addr, "GET", path, token, None)
+}
+
+/// One HTTP/1.0 request (a JSON body, if any), with a bearer token if any; the whole answer.
+fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> String {
     let mut stream =
         std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    body
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let body = body.map_or(String::new(), |b| {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        )
+    });
+    let end = if body.is_empty() { "\r\n" } else { "" };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}{end}{body}"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// `clusterIP:port` of the release's Service `<fullname>-<suffix>` (kube-proxy routes it
+/// from this host).
+fn service_address(rel: &Release, suffix: &str) -> String {
+    let svc = kubectl_json(&[
+        "get",
+        "service",
+        &format!("{}-{suffix}", rel.fullname()),
+        "--namespace",
+        &rel.ns,
+    ]);
+    format!(
+        "{}:{}",
+        svc["spec"]["clusterIP"].as_str().unwrap(),
+        svc["spec"]["ports"][0]["port"]
+    )
 }
 
 /// Runs one phase of the install test and says how long it took.
@@ -377,7 +422,17 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
     let started = Instant::now();
     let watched = watched.to_string();
     let diag = || rel.diagnostics();
-    let notes = rel.install(&["--set", "operator.retryDelay=5s,webhook.enabled=true"]);
+    // The ServiceAccount `metrics-scraper` of the release namespace may read /metrics.
+    let scraper = format!(
+        "metrics.readerSubjects[0].kind=ServiceAccount,metrics.readerSubjects[0].name={SCRAPER},metrics.readerSubjects[0].namespace={}",
+        rel.ns
+    );
+    let notes = rel.install(&[
+        "--set",
+        "operator.retryDelay=5s,webhook.enabled=true",
+        "--set",
+        &scraper,
+    ]);
     assert!(
         notes.contains(&format!("Watches ManagedOSVersionChannels in: {watched}")),
         "{notes}"
@@ -545,25 +600,44 @@ fn install_and_sync(rel: &Release, watched: &str) -> Synced {
     }
 }
 
-/// Metrics through the chart's Service.
-fn metrics_are_served(rel: &Release) {
-    let svc = kubectl_json(&[
-        "get",
-        "service",
-        &format!("{}-metrics", rel.fullname()),
+/// The ServiceAccount the install binds to the `-metrics-reader` ClusterRole.
+const SCRAPER: &str = "metrics-scraper";
+
+/// A token of the ServiceAccount `name` in `ns` (created if missing).
+fn service_account_token(ns: &str, name: &str) -> String {
+    let exists = output(kubectl().args(["get", "serviceaccount", name, "--namespace", ns]));
+    if !exists.status.success() {
+        run(kubectl().args(["create", "serviceaccount", name, "--namespace", ns]));
+    }
+    run(kubectl().args([
+        "create",
+        "token",
+        name,
         "--namespace",
-        &rel.ns,
-    ]);
-    let addr = format!(
-        "{}:{}",
-        svc["spec"]["clusterIP"].as_str().unwrap(),
-        svc["spec"]["ports"][0]["port"]
-    );
-    let metrics = http_get(&addr, "/metrics");
-    assert!(
-        metrics.starts_with("HTTP/1.0 200") || metrics.starts_with("HTTP/1.1 200"),
-        "{metrics}"
-    );
+        ns,
+        "--duration",
+        "10m",
+    ]))
+    .trim()
+    .to_string()
+}
+
+/// Metrics through the chart's Service, from the pod network: only for the scraper the
+/// chart grants them (metrics.readerSubjects); a tenant's token gets 403, none 401.
+fn metrics_are_served(rel: &Release) {
+    let addr = service_address(rel, "metrics");
+    let status = |answer: &str| answer.split(' ').nth(1).unwrap_or_default().to_string();
+    let none = http_get(&addr, "/metrics");
+    assert_eq!(status(&none), "401", "{none}");
+    let tenant = service_account_token(&rel.namespaces[0], "default");
+    let refused = http_get_as(&addr, "/metrics", Some(&tenant));
+    assert_eq!(status(&refused), "403", "{refused}");
+    for answer in [&none, &refused] {
+        assert!(!answer.contains("rancheros_operator"), "{answer}");
+    }
+    let token = service_account_token(&rel.ns, SCRAPER);
+    let metrics = http_get_as(&addr, "/metrics", Some(&token));
+    assert_eq!(status(&metrics), "200", "{metrics}");
     assert!(metrics.contains("rancheros_operator_leader 1"), "{metrics}");
 }
 
@@ -583,43 +657,13 @@ fn webhook_token(rel: &Release) -> String {
     String::from_utf8(token).unwrap()
 }
 
-/// A POST of `body` to `addr` (HTTP/1.0), with a bearer token if any; the whole answer.
-fn http_post(addr: &str, path: &str, token: Option<&str>, body: &str) -> String {
-    let mut stream =
-        std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        stream,
-        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
-}
-
 /// The registry webhook as the chart exposes it (`webhook.enabled`): through its Service, a
 /// push without the token is refused and requests nothing; with the token of the Secret
 /// the chart generated, a push of the sample channel's image is accepted and that channel
 /// syncs again. Returns the token.
 fn webhook_is_served(rel: &Release, watched: &str) -> String {
     let diag = || rel.diagnostics();
-    let svc = kubectl_json(&[
-        "get",
-        "service",
-        &format!("{}-webhook", rel.fullname()),
-        "--namespace",
-        &rel.ns,
-    ]);
-    let addr = format!(
-        "{}:{}",
-        svc["spec"]["clusterIP"].as_str().unwrap(),
-        svc["spec"]["ports"][0]["port"]
-    );
+    let addr = service_address(rel, "webhook");
     let channel = || {
         kubectl_json(&[
             "get",
@@ -634,12 +678,18 @@ fn webhook_is_served(rel: &Release, watched: &str) -> String {
     let runner =
         std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".into());
     let push = serde_json::json!({ "image": runner }).to_string();
-    let refused = http_post(&addr, "/hook/registry", Some("not-the-token"), &push);
+    let refused = http_request(
+        &addr,
+        "POST",
+        "/hook/registry",
+        Some("not-the-token"),
+        Some(&push),
+    );
     assert!(
         refused.starts_with("HTTP/1.0 401") || refused.starts_with("HTTP/1.1 401"),
         "{refused}"
     );
-    let refused = http_post(&addr, "/hook/registry", None, &push);
+    let refused = http_request(&addr, "POST", "/hook/registry", None, Some(&push));
     assert!(
         refused.starts_with("HTTP/1.0 401") || refused.starts_with("HTTP/1.1 401"),
         "{refused}"
@@ -650,7 +700,7 @@ fn webhook_is_served(rel: &Release, watched: &str) -> String {
         "a refused push requested a sync"
     );
     let token = webhook_token(rel);
-    let accepted = http_post(&addr, "/hook/registry", Some(&token), &push);
+    let accepted = http_request(&addr, "POST", "/hook/registry", Some(&token), Some(&push));
     assert!(
         accepted.starts_with("HTTP/1.0 202") || accepted.starts_with("HTTP/1.1 202"),
         "{accepted}"
@@ -723,7 +773,8 @@ fn rbac_is_least(rel: &Release, watched: &str) {
     };
     let checked = granted(&expected_rules(), w)
         + granted(&expected_lease_rules(&rel.fullname()), Some(ns))
-        + granted(&expected_crd_rules(), None);
+        + granted(&expected_crd_rules(), None)
+        + granted(&expected_review_rules(), None);
     eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
     let lease_name = format!("leases/{}", rel.fullname());
     for (verb, resource, ns, allowed) in [
@@ -925,7 +976,8 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
     );
     let name = rel.fullname();
     let crds = format!("{name}-crds");
-    for object in [&name, &crds] {
+    let auth = format!("{name}-metrics-auth");
+    for object in [&name, &crds, &auth] {
         run(kubectl().args(["get", "clusterrole", object]));
         run(kubectl().args(["get", "clusterrolebinding", object]));
     }

@@ -72,12 +72,15 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
         Some(json!(format!("0.0.0.0:{port}")))
     );
 
-    // Every binding names the chart's ServiceAccount, and only it.
+    // Every binding names the chart's ServiceAccount, and only it (but the one that grants
+    // metrics.readerSubjects the right to read /metrics).
     let sa = pod["serviceAccountName"].as_str().unwrap();
     find(docs, "ServiceAccount", sa);
+    let reader = format!("{deployment}-metrics-reader");
     for binding in of_kind(docs, "RoleBinding")
         .into_iter()
         .chain(of_kind(docs, "ClusterRoleBinding"))
+        .filter(|b| b["metadata"]["name"] != reader.as_str())
     {
         assert_eq!(
             binding["subjects"],
@@ -96,6 +99,31 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
         find(docs, "ClusterRoleBinding", &crds)["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": crds})
     );
+    // Unless metrics.insecure, /metrics asks the API server about each caller (a
+    // ClusterRole of its own), and a ClusterRole grants scrapers get /metrics.
+    let auth = format!("{deployment}-metrics-auth");
+    if env_value(c, "METRICS_INSECURE") == Some(json!("true")) {
+        for name in [&auth, &reader] {
+            assert!(
+                !names_of(docs, "ClusterRole").contains(name),
+                "{name} rendered with metrics.insecure"
+            );
+        }
+    } else {
+        assert_eq!(env_value(c, "METRICS_INSECURE"), None);
+        assert_eq!(
+            find(docs, "ClusterRole", &auth)["rules"],
+            expected_review_rules()
+        );
+        assert_eq!(
+            find(docs, "ClusterRoleBinding", &auth)["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth})
+        );
+        assert_eq!(
+            find(docs, "ClusterRole", &reader)["rules"],
+            metrics_reader_rules()
+        );
+    }
     // The CRDs are the chart's crds/.
     for crd in [
         "managedosversionchannels.rancheros.cattle.io",
@@ -203,15 +231,25 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
     let binding = find(&docs, "ClusterRoleBinding", "rel-rancheros-operator");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "rel-rancheros-operator");
-    // Two ClusterRoles: the operator's resources everywhere, and reading its CRDs (checked
-    // by check_common).
+    // Four ClusterRoles: the operator's resources everywhere, reading its CRDs, asking who
+    // may read /metrics, and reading /metrics (checked by check_common); the last bound to
+    // nobody until metrics.readerSubjects names someone.
     assert_eq!(
         names_of(&docs, "ClusterRole"),
-        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+        [
+            "rel-rancheros-operator",
+            "rel-rancheros-operator-crds",
+            "rel-rancheros-operator-metrics-auth",
+            "rel-rancheros-operator-metrics-reader"
+        ]
     );
     assert_eq!(
         names_of(&docs, "ClusterRoleBinding"),
-        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+        [
+            "rel-rancheros-operator",
+            "rel-rancheros-operator-crds",
+            "rel-rancheros-operator-metrics-auth"
+        ]
     );
     // The only namespaced Role is the Lease's, in the release namespace.
     let roles = of_kind(&docs, "Role");
@@ -309,8 +347,32 @@ fn ci_values_watch_listed_namespaces_with_roles() {
 
     // Nothing cluster-wide but reading the two CRDs (check_common checks its rules): the
     // operator's resources only through the Roles below.
-    assert_eq!(names_of(&docs, "ClusterRole"), ["ros-operator-crds"]);
-    assert_eq!(names_of(&docs, "ClusterRoleBinding"), ["ros-operator-crds"]);
+    assert_eq!(
+        names_of(&docs, "ClusterRole"),
+        [
+            "ros-operator-crds",
+            "ros-operator-metrics-auth",
+            "ros-operator-metrics-reader"
+        ]
+    );
+    assert_eq!(
+        names_of(&docs, "ClusterRoleBinding"),
+        [
+            "ros-operator-crds",
+            "ros-operator-metrics-auth",
+            "ros-operator-metrics-reader"
+        ]
+    );
+    // metrics.readerSubjects: Prometheus's ServiceAccount may read /metrics.
+    let reader = find(&docs, "ClusterRoleBinding", "ros-operator-metrics-reader");
+    assert_eq!(
+        reader["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ros-operator-metrics-reader"})
+    );
+    assert_eq!(
+        reader["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}])
+    );
     for ns in ["fleet-default", "fleet-local"] {
         let role = of_kind(&docs, "Role")
             .into_iter()
@@ -344,6 +406,12 @@ fn ci_values_watch_listed_namespaces_with_roles() {
         sm["spec"]["endpoints"][0]["honorLabels"], true,
         "the channel series' namespace label must win"
     );
+    // /metrics wants a token: Prometheus sends its ServiceAccount's.
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(sm["spec"]["endpoints"][0]["authorization"], Value::Null);
     assert_eq!(
         sm["spec"]["namespaceSelector"]["matchNames"],
         json!(["ops"])
@@ -429,8 +497,46 @@ fn other_values_render_as_documented() {
     );
     assert_eq!(
         names_of(&docs, "ClusterRole"),
-        ["rel-rancheros-operator-crds"]
+        [
+            "rel-rancheros-operator-crds",
+            "rel-rancheros-operator-metrics-auth",
+            "rel-rancheros-operator-metrics-reader"
+        ]
     );
+}
+
+#[test]
+fn metrics_insecure_opens_metrics_and_grants_no_reviews() {
+    let docs = render(&[
+        "--set",
+        "metrics.insecure=true,metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.readerSubjects[0].kind=ServiceAccount,metrics.readerSubjects[0].name=prom,metrics.readerSubjects[0].namespace=mon",
+    ]);
+    // check_common: no -metrics-auth or -metrics-reader ClusterRole.
+    let c = check_common(&docs, "rel-rancheros-operator");
+    assert_eq!(env_value(&c, "METRICS_INSECURE"), Some(json!("true")));
+    assert_eq!(
+        names_of(&docs, "ClusterRoleBinding"),
+        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+    );
+    let sm = find(&docs, "ServiceMonitor", "rel-rancheros-operator");
+    assert_eq!(sm["spec"]["endpoints"][0]["bearerTokenFile"], Value::Null);
+
+    // A Secret's token instead of Prometheus's own.
+    let docs = render(&[
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.authorization.type=Bearer",
+        "--set",
+        "metrics.serviceMonitor.authorization.credentials.name=scraper-token,metrics.serviceMonitor.authorization.credentials.key=token",
+    ]);
+    check_common(&docs, "rel-rancheros-operator");
+    let endpoint = &find(&docs, "ServiceMonitor", "rel-rancheros-operator")["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["authorization"],
+        json!({"type": "Bearer", "credentials": {"name": "scraper-token", "key": "token"}})
+    );
+    assert_eq!(endpoint["bearerTokenFile"], Value::Null);
 }
 
 #[test]
@@ -764,6 +870,23 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
         expected_crd_rules(),
         "docs/install.md's cluster-wide CRD table differs from {RBAC_FILE}"
     );
+    // Columns: API group | resource | verbs | why
+    let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide unless `metrics.insecure`")
+        .iter()
+        .map(|row| {
+            assert_eq!(row.len(), 4, "{row:?}");
+            json!({
+                "apiGroups": [unquote(&row[0])],
+                "resources": [unquote(&row[1])],
+                "verbs": verbs(&row[2]),
+            })
+        })
+        .collect();
+    assert_eq!(
+        Value::Array(documented),
+        expected_review_rules(),
+        "docs/install.md's metrics review table differs from {RBAC_FILE}"
+    );
 }
 
 #[test]
@@ -776,8 +899,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         .map(|rest| rest.split('"').next().unwrap().to_string())
         .collect();
     assert!(flags.len() > 10, "{flags:?}");
-    // The CI values set every value; allowPrivilegedRunners and jsonDenyPrivateRanges
-    // are off there on purpose (the CI's json sources are on the node's private address).
+    // The CI values set every value; allowPrivilegedRunners, jsonDenyPrivateRanges and
+    // metrics.insecure are off there on purpose (the CI's json sources are on the node's private address).
     let values = chart_dir().join("ci/namespaced-values.yaml");
     let docs = render(&[
         "--values",
@@ -789,6 +912,8 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         "shards.values={x}",
         "--set",
         "operator.jsonDenyPrivateRanges=true",
+        "--set",
+        "metrics.insecure=true",
     ]);
     let c = check_common(&docs, "ros-operator");
     let rendered: BTreeSet<String> = env_of(&c).into_iter().map(|(n, _)| n).collect();

@@ -1045,7 +1045,11 @@ fn channel_series(text: &str, ns: &str, name: &str) -> BTreeMap<String, f64> {
 async fn per_channel_metrics_report_and_disappear_with_the_channel() {
     let mut t = TestNs::new("metrics").await;
     let port = free_port();
-    t.start_operator(&[&format!("--metrics-address=127.0.0.1:{port}")]);
+    // Open metrics: who may read them is tests/hardening.rs's question.
+    t.start_operator(&[
+        &format!("--metrics-address=127.0.0.1:{port}"),
+        "--metrics-insecure",
+    ]);
     let data = channel_data(&[("a", "v1"), ("b", "v2")]);
     t.create_channel("good", custom_spec(&write_script(&data)))
         .await;

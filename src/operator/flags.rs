@@ -103,6 +103,11 @@ pub struct OperatorArgs {
     /// Where to serve /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
+    /// Serve /metrics to every caller. Without it, /metrics answers only callers whose
+    /// bearer token the cluster authenticates (TokenReview) and allows `get` on the
+    /// non-resource URL /metrics (SubjectAccessReview); /healthz and /readyz stay open.
+    #[arg(long, env = "METRICS_INSECURE", default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub metrics_insecure: bool,
     /// Where to serve the registry webhook (`POST /hook/registry`): a push of an image
     /// tag requests a sync of the custom and oci channels whose image names it. Off unless
     /// given; needs --webhook-token-file.

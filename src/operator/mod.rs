@@ -126,6 +126,31 @@ async fn check_installed_crds(client: &Client) -> Result<(), OperatorError> {
     Ok(())
 }
 
+/// Who may read `/metrics`, said in the log. The reviews run on a client of their own, so
+/// that a scrape never waits behind the syncs' API traffic (nor they behind a flood of
+/// scrapes).
+async fn metrics_access(
+    args: &OperatorArgs,
+    source: crate::client::Source<'_>,
+) -> Result<metrics::Access, OperatorError> {
+    if args.metrics_insecure {
+        warn!(
+            "/metrics answers every caller that reaches {} (--metrics-insecure)",
+            args.metrics_address
+        );
+        return Ok(metrics::Access::Open);
+    }
+    let client = crate::client::client(source)
+        .await
+        .map_err(|e| OperatorError::Config(e.to_string()))?;
+    info!(
+        "/metrics answers only callers the cluster authorises: a bearer token it authenticates, allowed get on the non-resource URL /metrics"
+    );
+    Ok(metrics::Access::Reviewed(Box::new(
+        metrics::review::Reviewer::new(client),
+    )))
+}
+
 /// Runs the operator until a stop signal.
 pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     // First, so that a stop signal during start-up is kept, not lost (see `stop`).
@@ -172,10 +197,11 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     });
     let metrics = Arc::new(Metrics::default());
     metrics.set_max_channel_series(args.max_channel_series);
+    let access = metrics_access(&args, source).await?;
     let server = {
         let mut stop = stop_rx.clone();
         let addr = args.metrics_address;
-        let listener = metrics::serve(addr, metrics.clone(), async move {
+        let listener = metrics::serve(addr, metrics.clone(), access, async move {
             let _ = stop.wait_for(|s| *s).await;
         });
         tokio::spawn(async move {

@@ -221,8 +221,9 @@ pub fn run_with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
 }
 
 /// `files/rbac.yaml`: `rules` (in every watched namespace or cluster-wide), `leaseRules`
-/// (the release namespace; `LEASE_NAME` stands for the Lease's name) and `crdRules`
-/// (cluster-wide in every mode: reading the operator's own CRDs).
+/// (the release namespace; `LEASE_NAME` stands for the Lease's name), `crdRules`
+/// (cluster-wide in every mode: reading the operator's own CRDs) and `reviewRules`
+/// (cluster-wide unless metrics.insecure: asking who may read /metrics).
 pub fn rbac_file() -> Value {
     let text = std::fs::read_to_string(root().join(RBAC_FILE))
         .unwrap_or_else(|e| panic!("cannot read {RBAC_FILE}: {e}"));
@@ -281,6 +282,26 @@ pub fn expected_crd_rules() -> Value {
         "{RBAC_FILE}: crdRules must grant get on exactly the CRDs of crds/, by name, and nothing else"
     );
     rules
+}
+
+/// The cluster-wide rules of every mode unless `metrics.insecure`: creating the
+/// TokenReviews and SubjectAccessReviews that decide who may read `/metrics`.
+pub fn expected_review_rules() -> Value {
+    let rules = rbac_file()["reviewRules"].clone();
+    assert_eq!(
+        rules,
+        serde_json::json!([
+            {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+        ]),
+        "{RBAC_FILE}: reviewRules must grant create on tokenreviews and subjectaccessreviews, and nothing else"
+    );
+    rules
+}
+
+/// What the chart's `-metrics-reader` ClusterRole grants: `get /metrics`, nothing else.
+pub fn metrics_reader_rules() -> Value {
+    serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
 }
 
 /// The chart's own version (Chart.yaml).

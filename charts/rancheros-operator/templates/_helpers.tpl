@@ -100,6 +100,11 @@ is null the names of imagePullSecrets (the syncer pods run the operator's image 
 {{- (.Files.Get "files/rbac.yaml" | fromYaml).crdRules | toYaml }}
 {{- end }}
 
+{{/* Asking who may read /metrics: TokenReview and SubjectAccessReview (files/rbac.yaml). */}}
+{{- define "rancheros-operator.reviewRules" -}}
+{{- (.Files.Get "files/rbac.yaml" | fromYaml).reviewRules | toYaml }}
+{{- end }}
+
 {{/*
 topologySpreadConstraints, each without a labelSelector given the operator pods' selector
 labels (a constraint selects the pods it spreads; without one it counts nothing).

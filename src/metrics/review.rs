@@ -1,0 +1,104 @@
+//! Who may read `/metrics`: the asking half. A token's verdict comes from the cache, or from
+//! a TokenReview and a SubjectAccessReview on the operator's own client (`auth.rs` decides
+//! from their answers). At most [`MAX_REVIEWS`] run at once; a caller past that gets 503
+//! at once, so that a flood of bogus tokens costs the API server a few requests at a time.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::http::HeaderValue;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use tokio::sync::Semaphore;
+use tracing::{debug, warn};
+
+use super::auth::{self, Cache, Verdict};
+
+/// Reviews under way at once; more callers get 503 until one ends.
+pub const MAX_REVIEWS: usize = 4;
+
+pub struct Reviewer {
+    client: Client,
+    permits: Semaphore,
+    cache: Mutex<Cache>,
+}
+
+impl Reviewer {
+    pub fn new(client: Client) -> Self {
+        Reviewer {
+            client,
+            permits: Semaphore::new(MAX_REVIEWS),
+            cache: Mutex::new(Cache::new(auth::CACHE_TTL, auth::CACHE_ENTRIES)),
+        }
+    }
+
+    /// What `/metrics` answers the caller with this `Authorization` header.
+    pub async fn verdict(&self, header: Option<&HeaderValue>) -> Verdict {
+        let token = match auth::bearer(header) {
+            Ok(token) => token,
+            Err(verdict) => return verdict,
+        };
+        let key = auth::token_hash(token);
+        if let Some(verdict) = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key, Instant::now()))
+        {
+            return verdict;
+        }
+        let Ok(_permit) = self.permits.try_acquire() else {
+            return Verdict::Unavailable("too many authorization reviews under way; retry later");
+        };
+        let verdict = self.ask(token).await;
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.put(key, verdict.clone(), Instant::now());
+        }
+        verdict
+    }
+
+    async fn ask(&self, token: &str) -> Verdict {
+        let review = TokenReview {
+            // No audiences: the API server's own (a service account token's default).
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                audiences: None,
+            },
+            ..Default::default()
+        };
+        let pp = PostParams::default();
+        let reviewed = match Api::<TokenReview>::all(self.client.clone())
+            .create(&pp, &review)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return unavailable("TokenReview", &e),
+        };
+        let access = match auth::access_review(reviewed.status.as_ref()) {
+            Ok(access) => access,
+            Err(verdict) => {
+                debug!("/metrics: a caller's bearer token is not authenticated");
+                return verdict;
+            }
+        };
+        let answer = match Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&pp, &access)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return unavailable("SubjectAccessReview", &e),
+        };
+        let verdict = auth::verdict(&access, answer.status.as_ref());
+        if let Verdict::Forbidden(user) = &verdict {
+            debug!(%user, "/metrics: the caller is not allowed get /metrics");
+        }
+        verdict
+    }
+}
+
+fn unavailable(review: &str, e: &kube::Error) -> Verdict {
+    warn!("/metrics: cannot ask the API server a {review}: {e}");
+    Verdict::Unavailable("the API server could not be asked whether the caller may read /metrics")
+}
