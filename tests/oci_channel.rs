@@ -1405,3 +1405,49 @@ async fn a_registry_that_stalls_mid_layer_fails_that_pull_alone_after_the_idle_b
     );
     t.cleanup().await;
 }
+
+/// The channel file Elemental publishes for SL Micro 6.1 baremetal (rancher/elemental-channels
+/// `channels/sl-micro-61-baremetal.json`, as published), in an image built the way that
+/// project builds its channel images (a busybox rootfs and `/channel.json`).
+#[tokio::test]
+async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key_intact() {
+    let mut t = TestNs::new("oci-published").await;
+    let ns = t.ns.clone();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/valid-elemental-sl-micro-61-baremetal.json");
+    let published: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let digest = push_channel(&format!("{ns}/sl-micro-61-baremetal"), "2.1.1", &published);
+    pull_secret(&t, "pull", &creds().0, &creds().1).await;
+    install_crds(&t.client).await;
+    t.start_operator(&FLAGS);
+    let image = format!("{}/{ns}/sl-micro-61-baremetal:2.1.1", registry());
+    t.create_channel("sl-micro", oci(&image, json!({}))).await;
+    let ch = t.wait_ready("sl-micro", "Synchronized", SYNC).await;
+    assert_eq!(
+        ch.status.unwrap().source_revision.as_deref(),
+        Some(format!("2.1.1@{digest}").as_str())
+    );
+    let mut versions = t.versions().await;
+    versions.sort_by_key(|v| v.name_any());
+    let got: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"name": v.name_any(), "spec": serde_json::to_value(&v.spec).unwrap()}))
+        .collect();
+    for item in published.as_array().unwrap() {
+        let name = item["metadata"]["name"].as_str().unwrap();
+        let version = got
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap_or_else(|| panic!("no version {name}: {got:?}"));
+        for key in ["version", "type"] {
+            assert_eq!(version["spec"][key], item["spec"][key], "{name} {key}");
+        }
+        assert_eq!(
+            version["spec"]["metadata"], item["spec"]["metadata"],
+            "{name}: every published spec.metadata key, as published"
+        );
+    }
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
+    t.cleanup().await;
+}
