@@ -806,11 +806,9 @@ fn verbs(cell: &str) -> Value {
     json!(cell.split(',').map(str::trim).collect::<Vec<_>>())
 }
 
-#[test]
-fn docs_rbac_tables_are_the_charts_rbac_file() {
-    let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
-    // Columns: API group | resource | verbs | why
-    let documented: Vec<Value> = markdown_table(&doc, "In every watched namespace (a Role there)")
+/// The rules of a docs table with the columns API group | resource | verbs | why.
+fn rules_table(doc: &str, heading: &str) -> Vec<Value> {
+    markdown_table(doc, heading)
         .iter()
         .map(|row| {
             assert_eq!(row.len(), 4, "{row:?}");
@@ -820,7 +818,13 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
                 "verbs": verbs(&row[2]),
             })
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn docs_rbac_tables_are_the_charts_rbac_file() {
+    let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    let documented = rules_table(&doc, "In every watched namespace (a Role there)");
     assert_eq!(
         Value::Array(documented),
         expected_rules(),
@@ -870,18 +874,7 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
         expected_crd_rules(),
         "docs/install.md's cluster-wide CRD table differs from {RBAC_FILE}"
     );
-    // Columns: API group | resource | verbs | why
-    let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide unless `metrics.insecure`")
-        .iter()
-        .map(|row| {
-            assert_eq!(row.len(), 4, "{row:?}");
-            json!({
-                "apiGroups": [unquote(&row[0])],
-                "resources": [unquote(&row[1])],
-                "verbs": verbs(&row[2]),
-            })
-        })
-        .collect();
+    let documented = rules_table(&doc, "Cluster-wide unless `metrics.insecure`");
     assert_eq!(
         Value::Array(documented),
         expected_review_rules(),
