@@ -34,7 +34,10 @@ use crate::config::ChannelConfig;
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
 
+mod refresh;
 mod taken;
+
+use refresh::refresh;
 
 /// What was gathered for one reconciliation; the decision core borrows it.
 #[derive(Default)]
@@ -425,33 +428,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             Some(after) => Action::requeue(after.min(crate::config::MAX_DURATION)),
             None => Action::await_change(),
         })
-    }
-}
-
-/// Step 1: the channel as the decision may read it, and whether its pod must be read fresh;
-/// `None`: it is gone. The cache shows the operator's own writes (each one waits for it);
-/// only after a wait that gave up is the channel read fresh, once.
-async fn refresh<I: ChannelIo>(
-    ctx: &Context<I>,
-    key: &Key,
-    uid: &str,
-    cached: Arc<ManagedOSVersionChannel>,
-) -> Result<Option<(Arc<ManagedOSVersionChannel>, bool)>, Error> {
-    let stale = ctx
-        .with_record(key, uid, |r| std::mem::take(&mut r.stale))
-        .unwrap_or(false);
-    if !stale {
-        return Ok(Some((cached, false)));
-    }
-    let ns = key.namespace.as_deref().unwrap_or_default();
-    match ctx.io.read_channel(key).await {
-        Ok(Some(fresh)) => Ok(Some((Arc::new(fresh), true))),
-        Ok(None) => Ok(None),
-        Err(e) => {
-            // Not read: still stale for the next attempt.
-            ctx.with_record(key, uid, |r| r.stale = true);
-            Err(kube_err(format!("reading channel {ns}/{}", key.name))(e))
-        }
     }
 }
 
