@@ -1126,6 +1126,19 @@ fn tls_oci(image: &str, extra: Value) -> Value {
 }
 
 /// Waits for the sync that `request_sync` asks for; its channel.
+/// The channel's Ready reason, that its message holds `part`, and its sourceRevision.
+fn assert_outcome(
+    ch: rancheros_operator::api::ManagedOSVersionChannel,
+    reason: &str,
+    part: &str,
+    revision: &str,
+) {
+    let message = ready_message(&ch);
+    assert_eq!(ready_reason(&ch).as_deref(), Some(reason), "{message}");
+    assert!(message.contains(part), "{message}\nwant: {part}");
+    assert_eq!(ch.status.unwrap().source_revision.unwrap(), revision);
+}
+
 async fn resync(
     t: &TestNs,
     name: &str,
@@ -1180,30 +1193,12 @@ async fn a_registry_of_a_private_ca_is_trusted_through_ca_secret_ref_only() {
     let second = push_channel_to(&reg, &repo, "v1", &elemental(&["tls-a", "tls-b", "tls-c"]));
     patch_secret(&t, "registry-ca", json!({"ca.crt": other_ca()})).await;
     let ch = resync(&t, "private", "other-ca").await;
-    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
-    assert!(
-        ready_message(&ch).contains(&untrusted),
-        "{}",
-        ready_message(&ch)
-    );
-    assert_eq!(
-        ch.status.unwrap().source_revision.unwrap(),
-        format!("v1@{first}")
-    );
+    assert_outcome(ch, "FailedToSync", &untrusted, &format!("v1@{first}"));
     assert_eq!(t.version_names().await, ["tls-a", "tls-b"]);
     // The right CA again: the new data is read.
     patch_secret(&t, "registry-ca", json!({"ca.crt": registry_ca()})).await;
     let ch = resync(&t, "private", "registry-ca").await;
-    assert_eq!(
-        ready_reason(&ch).as_deref(),
-        Some("Synchronized"),
-        "{}",
-        ready_message(&ch)
-    );
-    assert_eq!(
-        ch.status.unwrap().source_revision.unwrap(),
-        format!("v1@{second}")
-    );
+    assert_outcome(ch, "Synchronized", "", &format!("v1@{second}"));
     assert_eq!(t.version_names().await, ["tls-a", "tls-b", "tls-c"]);
     assert_eq!(t.pods_created(), 0);
     t.cleanup().await;
@@ -1267,16 +1262,7 @@ async fn a_token_auth_registry_is_read_with_the_token_flow() {
     let want = format!(
         "pulling {image}: 401 unauthorized for {reg}/{repo} (the registry refused the credentials of imagePullSecrets)"
     );
-    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
-    assert!(
-        ready_message(&ch).contains(&want),
-        "{}\nwant: {want}",
-        ready_message(&ch)
-    );
-    assert_eq!(
-        ch.status.unwrap().source_revision.unwrap(),
-        format!("v1@{first}")
-    );
+    assert_outcome(ch, "FailedToSync", &want, &format!("v1@{first}"));
     assert_eq!(t.version_names().await, ["token-a"]);
     assert_eq!(t.pods_created(), 0);
     t.cleanup().await;
