@@ -557,11 +557,10 @@ async fn two_replicas_and_a_leader_killed_mid_sync_give_one_pod_and_one_set_of_v
     let data = channel_data(&[("x", "v1"), ("y", "v2")]);
     t.create_channel("ch", custom_spec(&slow_script(6, &data)))
         .await;
-    // The leader starts the sync; it dies (SIGKILL) while the runner still works.
-    t.eventually("the syncer pod", SYNC, || async {
-        (t.pods_created() == 1).then_some(())
-    })
-    .await;
+    // The leader starts the sync and records its pod; it dies (SIGKILL) while the runner
+    // still works. (A pod made but not yet recorded is replaced once, by design.)
+    t.wait_pod_recorded("ch", SYNC).await;
+    assert_eq!(t.pods_created(), 1);
     assert!(t.version_names().await.is_empty());
     first.kill().unwrap();
     first.wait().unwrap();
