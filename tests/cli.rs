@@ -1157,15 +1157,6 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
 }
 
 /// An operator process that a failing test must not leave running.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The `FAIL` lines of `check`'s output.
 fn failed_checks(o: &Output) -> Vec<String> {
     stdout(o)
@@ -1196,7 +1187,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         })
         .await;
     let lease_ns = t.ns.clone();
-    let mut op = KillOnDrop(t.spawn_operator(
+    let mut op = t.spawn_operator(
         &[
             "--leader-election=true",
             "--leader-election-namespace",
@@ -1205,7 +1196,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
             lease,
         ],
         &[],
-    ));
+    );
     t.eventually("the operator to hold the Lease", SYNC, || async {
         let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(t.client.clone(), &t.ns);

@@ -1000,7 +1000,7 @@ async fn check_leader(t: &TestNs, selector: Option<&str>) -> String {
 
 /// One shard's operator process, killed when the test ends, also on a failure.
 struct Shard {
-    child: std::process::Child,
+    child: Spawned,
     port: u16,
 }
 
@@ -1027,12 +1027,6 @@ impl Shard {
     }
 }
 
-impl Drop for Shard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[tokio::test]
 async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves_once() {

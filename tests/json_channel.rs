@@ -635,8 +635,7 @@ async fn https_json_channel_trusts_the_private_ca_in_ssl_cert_dir() {
 
     let mut t = TestNs::new("json-private-ca").await;
     let ca_dir_text = ca_dir.display().to_string();
-    let child = t.spawn_operator(&[ALLOW_LOOPBACK], &[("SSL_CERT_DIR", &ca_dir_text)]);
-    let _operator = KillOnDrop(child);
+    let _operator = t.spawn_operator(&[ALLOW_LOOPBACK], &[("SSL_CERT_DIR", &ca_dir_text)]);
     t.create_channel(
         "trusted",
         json_spec(&format!("{}/channel.json", trusted.base)),
@@ -657,15 +656,6 @@ async fn https_json_channel_trusts_the_private_ca_in_ssl_cert_dir() {
 }
 
 /// An operator process the test spawned, killed when the test ends (also on failure).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_json_source_that_trickles_does_not_stop_another_json_channel_syncing() {
     let (base, server) = serve().await;

@@ -119,10 +119,34 @@ pub async fn install_crds(client: &Client) {
     }
 }
 
+/// An operator process a test started: killed when dropped, so that a failing (panicking)
+/// test leaves no operator running behind it.
+pub struct Spawned(pub Child);
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct TestNs {
     pub client: Client,
     pub ns: String,
-    operator: Option<Child>,
+    operator: Option<Spawned>,
     operator_runs: usize,
     pod_uids: Arc<Mutex<BTreeSet<String>>>,
     watch_task: tokio::task::JoinHandle<()>,
@@ -199,8 +223,8 @@ impl TestNs {
     }
 
     /// Starts one more operator process for this namespace (with extra environment, such
-    /// as `POD_NAME`, its leader identity); the caller owns and stops it.
-    pub fn spawn_operator(&mut self, extra: &[&str], env: &[(&str, &str)]) -> Child {
+    /// as `POD_NAME`, its leader identity); the caller owns it, and dropping it kills it.
+    pub fn spawn_operator(&mut self, extra: &[&str], env: &[(&str, &str)]) -> Spawned {
         self.operator_runs += 1;
         let log = std::fs::File::create(self.log_path(self.operator_runs)).unwrap();
         let mut args = vec![
@@ -223,15 +247,17 @@ impl TestNs {
             args.push(format!("--operator-image={}", operator_image()));
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
-            .args(&args)
-            .env("RUST_LOG", "info,rancheros_operator=debug")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting the operator binary")
+        Spawned(
+            Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+                .args(&args)
+                .env("RUST_LOG", "info,rancheros_operator=debug")
+                .envs(env.iter().copied())
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("starting the operator binary"),
+        )
     }
 
     /// Whether the operator started by `start_operator` is still running.
