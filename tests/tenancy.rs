@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::Child;
 use std::time::Duration;
 
 use common::*;
@@ -246,15 +245,6 @@ async fn one_namespace_with_20_channels_does_not_starve_another() {
 }
 
 /// Kills the operator process when the test ends, also on a failure.
-struct Operator(Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Removes terminal colour codes.
 fn plain(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -289,7 +279,7 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
     // operator's own log. The shared watch caches' requests (a watch that ends, a re-list
     // when the API server says the watch is too old) run in no reconciliation.
     // Looks come every --queue-poll (30 s by default): a short one makes the window short.
-    let _operator = Operator(t.spawn_operator(
+    let _operator = t.spawn_operator(
         &["--max-concurrent-syncs=1", "--queue-poll=5s"],
         &[
             (
@@ -298,7 +288,7 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
             ),
             ("NO_COLOR", "1"),
         ],
-    ));
+    );
     t.create_channel("blocker", slow_spec(900, "blocker-v1"))
         .await;
     wait_running(&t, &t.pods(), "blocker").await;
@@ -694,4 +684,57 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
     assert!(a.operator_running(), "{}", a.operator_log());
     b.cleanup().await;
     a.cleanup().await;
+}
+
+/// The watch caches fill by streaming lists where the API server serves them (this
+/// cluster's does): one watch each, and no paginated LIST, which at 100,000 versions is
+/// 200 requests of 500 objects at every start and every expired watch. The channel still
+/// syncs from those caches.
+#[tokio::test]
+async fn the_watch_caches_fill_by_streaming_lists_not_paginated_lists() {
+    let mut t = TestNs::new("streaming-lists").await;
+    let _operator = t.spawn_operator(
+        &[],
+        &[
+            (
+                "RUST_LOG",
+                "info,rancheros_operator=debug,kube_client::client::builder=debug",
+            ),
+            ("NO_COLOR", "1"),
+        ],
+    );
+    t.create_channel(
+        "streamed",
+        custom_spec(&write_script(&channel_data(&[("streamed-v1", "v1")]))),
+    )
+    .await;
+    t.wait_ready("streamed", "Synchronized", SYNC).await;
+    let log = plain(&std::fs::read_to_string(t.log_path(1)).unwrap());
+    assert!(
+        log.contains("watch caches fill by streaming lists"),
+        "the operator did not choose streaming lists\n{log}"
+    );
+    let requests: Vec<&str> = log.lines().filter(|l| l.contains("requesting")).collect();
+    for resource in ["managedosversions", "managedosversionchannels", "pods"] {
+        let to = |l: &&&str| l.contains(&format!("/namespaces/{}/{resource}?", t.ns));
+        assert!(
+            requests
+                .iter()
+                .filter(to)
+                .any(|l| l.contains("watch=true") && l.contains("sendInitialEvents=true")),
+            "no streaming list of {resource}\n{}",
+            requests.join("\n")
+        );
+        // The watcher's paginated LIST asks 500 at a time.
+        let listed: Vec<&&str> = requests
+            .iter()
+            .filter(to)
+            .filter(|l| l.contains("limit=500"))
+            .collect();
+        assert!(
+            listed.is_empty(),
+            "{resource} filled by a paginated LIST:\n{listed:?}"
+        );
+    }
+    t.cleanup().await;
 }

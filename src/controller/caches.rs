@@ -73,6 +73,54 @@ impl Scope {
 }
 
 /// Removes what change detection and decisions do not read from cached pods.
+/// How a watch cache gets its initial state: by a streaming list (one watch that sends the
+/// existing objects first, then a bookmark; Kubernetes' `WatchList`, on by default since
+/// 1.32) where the API server serves one, else by the paginated LIST. At 100,000 versions
+/// the LIST is 200 requests of 500 objects each, at every start and after every expired
+/// watch; the streaming list is one request, served from the API server's watch cache.
+pub fn watch_config(streaming: bool) -> watcher::Config {
+    let config = watcher::Config::default();
+    if streaming {
+        config.streaming_lists()
+    } else {
+        config
+    }
+}
+
+/// Whether the API server serves streaming lists: a streaming watch of channels that
+/// matches none must end its initial events with the bookmark that says so. A server
+/// without the feature refuses the request or sends no such bookmark.
+pub async fn streaming_lists_served(client: &kube::Client, namespace: Option<&str>) -> bool {
+    use futures::TryStreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let api: kube::Api<ManagedOSVersionChannel> = match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    let params = WatchParams::streaming_lists()
+        .labels("rancheros.cattle.io/streaming-list-probe=none")
+        .timeout(5);
+    let probe = async {
+        let mut events = Box::pin(api.watch_metadata(&params, "0").await.ok()?);
+        while let Some(event) = events.try_next().await.ok()? {
+            if let WatchEvent::Bookmark(b) = event {
+                return Some(
+                    b.metadata
+                        .annotations
+                        .get("k8s.io/initial-events-end")
+                        .is_some_and(|v| v == "true"),
+                );
+            }
+        }
+        None
+    };
+    tokio::time::timeout(Duration::from_secs(10), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
 pub fn lean_pod(p: &mut Pod) {
     p.metadata.managed_fields = None;
 }

@@ -49,7 +49,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersionChannel};
 use crate::metrics::Metrics;
@@ -158,6 +158,15 @@ pub async fn run(
         settings.write_rates,
     );
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
+    let streaming = caches::streaming_lists_served(&client, names[0].as_deref()).await;
+    info!(
+        "watch caches fill by {}",
+        if streaming {
+            "streaming lists"
+        } else {
+            "paginated lists (the API server serves no streaming lists)"
+        }
+    );
 
     let mut feeds = Vec::new();
     let mut controllers = Vec::new();
@@ -167,7 +176,7 @@ pub async fn run(
         // Metadata only: no spec, and of managedFields who wrote when (version_meta).
         let versions = watcher(
             api::<version_meta::VersionMeta>(&client, ns),
-            watcher::Config::default(),
+            caches::watch_config(streaming),
         )
         .map(version_meta::versions)
         .default_backoff()
@@ -182,7 +191,7 @@ pub async fn run(
             watcher(
                 api::<Pod>(&client, ns),
                 // Only the syncer pods: the label every one of them carries.
-                watcher::Config::default().labels(CHANNEL_LABEL),
+                caches::watch_config(streaming).labels(CHANNEL_LABEL),
             )
             .modify(caches::lean_pod)
             .default_backoff()
@@ -198,9 +207,10 @@ pub async fn run(
                     // A shard's channels only. A channel relabelled out of it is reported
                     // gone (forgotten here), and the shard it joins picks it up as a
                     // restarted operator would: its status says when it is due.
-                    shard.map_or_else(watcher::Config::default, |s| {
-                        watcher::Config::default().labels(s)
-                    }),
+                    shard.map_or_else(
+                        || caches::watch_config(streaming),
+                        |s| caches::watch_config(streaming).labels(s),
+                    ),
                 ),
                 "channel",
                 ctx.metrics.clone(),
