@@ -1027,7 +1027,6 @@ impl Shard {
     }
 }
 
-
 #[tokio::test]
 async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves_once() {
     let mut t = TestNs::new("shards").await;
