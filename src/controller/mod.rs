@@ -173,6 +173,7 @@ pub async fn run(
     for (((ns, (channel_writer, version_writer, pod_writer)), wakeup), scope) in
         names.iter().zip(writers).zip(wakeups).zip(&ctx.io.scopes)
     {
+        let scope_name = ns.clone().unwrap_or_else(|| "(every namespace)".into());
         // Metadata only: no spec, and of managedFields who wrote when (version_meta).
         let versions = watcher(
             api::<version_meta::VersionMeta>(&client, ns),
@@ -182,7 +183,16 @@ pub async fn run(
         .default_backoff()
         .for_each(move |event| {
             if let Ok(event) = event {
+                let filled = matches!(event, watcher::Event::InitDone);
                 version_writer.apply(event);
+                // When a (re-)list is in: what a restart's cost is measured to.
+                if filled {
+                    info!(
+                        scope = scope_name,
+                        versions = version_writer.len(),
+                        "version cache filled"
+                    );
+                }
             }
             futures::future::ready(())
         });
