@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::api::ManagedOSVersion;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
 
 /// Someone else changes v1 (`edit`) at resourceVersion `rv`; `hidden`: and rewrites its
 /// record so that the operator looks like its latest writer.
@@ -15,19 +14,12 @@ fn tenant_writes(h: &Harness, rv: &str, hidden: bool, edit: impl FnOnce(&mut Man
     let mut ours = crate::syncer::tests::applied_by_operator(v);
     edit(v);
     v.metadata.resource_version = Some(rv.into());
-    let at = |second| {
-        Some(Time(
-            k8s_openapi::jiff::Timestamp::from_second(second).unwrap(),
-        ))
-    };
-    ours.time = at(10);
-    let theirs = ManagedFieldsEntry {
-        manager: Some("tenant".into()),
-        operation: Some("Update".into()),
-        time: at(if hidden { 1 } else { 20 }),
-        ..Default::default()
-    };
-    v.metadata.managed_fields = Some(vec![ours, theirs]);
+    let tenant_at = if hidden { 1 } else { 20 };
+    let mut record = crate::syncer::tests::writers(&[(FIELD_MANAGER, 10), ("tenant", tenant_at)]);
+    // The operator's entry keeps its field set (a full read compares what it owns).
+    ours.time = record[0].time.take();
+    record[0] = ours;
+    v.metadata.managed_fields = Some(record);
 }
 
 fn spec_version(h: &Harness) -> Option<String> {

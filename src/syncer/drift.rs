@@ -74,7 +74,6 @@ pub fn to_read_fresh(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
     fn channel() -> ManagedOSVersionChannel {
@@ -96,19 +95,7 @@ mod tests {
             "spec": {}
         }))
         .unwrap();
-        v.metadata.managed_fields = Some(
-            writers
-                .iter()
-                .map(|(manager, second)| ManagedFieldsEntry {
-                    manager: Some((*manager).into()),
-                    operation: Some("Update".into()),
-                    time: Some(Time(
-                        k8s_openapi::jiff::Timestamp::from_second(*second).unwrap(),
-                    )),
-                    ..Default::default()
-                })
-                .collect(),
-        );
+        v.metadata.managed_fields = Some(crate::syncer::tests::writers(writers));
         Arc::new(v)
     }
 

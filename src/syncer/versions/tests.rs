@@ -265,25 +265,12 @@ mod change_detection {
 mod metadata_only_cache {
     use super::*;
     use crate::syncer::drift::{Known, to_read_fresh, written_by_others};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     /// `v` as the metadata-only watch caches it, with these writers: `(manager, second)`.
     fn cached(v: &ManagedOSVersion, writers: &[(&str, i64)]) -> ManagedOSVersion {
         let mut c = ManagedOSVersion::new(&v.name_any(), Default::default());
         c.metadata = v.metadata.clone();
-        c.metadata.managed_fields = Some(
-            writers
-                .iter()
-                .map(|(manager, second)| ManagedFieldsEntry {
-                    manager: Some((*manager).into()),
-                    operation: Some("Apply".into()),
-                    time: Some(Time(
-                        k8s_openapi::jiff::Timestamp::from_second(*second).unwrap(),
-                    )),
-                    ..Default::default()
-                })
-                .collect(),
-        );
+        c.metadata.managed_fields = Some(crate::syncer::tests::writers(writers));
         c
     }
 
