@@ -39,12 +39,13 @@ impl Scope {
     }
 
     /// The versions of a channel's sync (`version_index::relevant`), made from the cache
-    /// for this sync; `None` until the cache is filled.
+    /// for this sync, and what the operator remembers of them; `None` until the cache is
+    /// filled.
     pub async fn versions_of(
         &self,
         namespace: &str,
         channel: &ManagedOSVersionChannel,
-    ) -> Option<Vec<Arc<ManagedOSVersion>>> {
+    ) -> Option<(Vec<Arc<ManagedOSVersion>>, crate::syncer::drift::Known)> {
         let ready = tokio::time::timeout(CACHE_WAIT, self.versions.wait_until_ready()).await;
         ready
             .is_ok()

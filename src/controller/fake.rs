@@ -20,6 +20,10 @@ use crate::api::{
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
+use crate::syncer::drift::Known;
+use merge::merged;
+
+mod merge;
 
 /// What the json source answers.
 pub type Source = Box<dyn Fn(&Validators) -> Response + Send + Sync>;
@@ -40,6 +44,11 @@ pub struct World {
     pub caches_lag: bool,
     /// The pod cache does not show the pods yet: no sync is observed running.
     pub pods_unseen: bool,
+    /// Versions are served as the metadata-only cache holds them (no spec, no field sets).
+    pub metadata_cache: bool,
+    /// The resourceVersion the operator last wrote or verified, per version (the cache's
+    /// memory, `syncer::drift`); a restart forgets it.
+    pub known: HashMap<Key, String>,
     /// The operations performed, in order, with the channel or object they name.
     pub calls: Vec<String>,
     serial: u64,
@@ -160,10 +169,11 @@ impl ChannelIo for FakeIo {
         &self,
         namespace: &str,
         channel: &ManagedOSVersionChannel,
-    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+    ) -> Result<(Vec<Arc<ManagedOSVersion>>, Known), kube::Error> {
         let mut world = self.world();
         world.call("versions", namespace)?;
-        Ok(world
+        let mut known = Known::new();
+        let versions = world
             .versions
             .iter()
             .filter(|(k, v)| {
@@ -178,8 +188,29 @@ impl ChannelIo for FakeIo {
                         channel,
                     )
             })
-            .map(|(_, v)| Arc::new(v.clone()))
-            .collect())
+            .map(|(k, v)| {
+                if let Some(rv) = world.known.get(k) {
+                    known.insert(k.name.clone(), rv.clone());
+                }
+                let mut v = v.clone();
+                if world.metadata_cache {
+                    v.spec = Default::default();
+                    for w in v.metadata.managed_fields.iter_mut().flatten() {
+                        w.fields_v1 = None;
+                    }
+                }
+                Arc::new(v)
+            })
+            .collect();
+        Ok((versions, known))
+    }
+
+    fn remember_verified(&self, namespace: &str, verified: &[(String, String)]) {
+        let mut world = self.world();
+        for (name, rv) in verified {
+            world.calls.push(format!("verified {name}"));
+            world.known.insert(key_of(namespace, name), rv.clone());
+        }
     }
 
     async fn versions_named(
@@ -249,11 +280,13 @@ impl ChannelIo for FakeIo {
                     v.metadata.uid = v.metadata.uid.take().or_else(|| Some(format!("v-{rv}")));
                     v.metadata.resource_version = Some(rv.clone());
                     let key = key_of(namespace, &v.name_any());
-                    written.push((v.name_any(), Some(rv)));
+                    written.push((v.name_any(), Some(rv.clone())));
+                    world.known.insert(key.clone(), rv);
                     world.versions.insert(key, v);
                 }
                 Effect::DeleteVersion { name, .. } => {
                     world.versions.remove(&key_of(namespace, name));
+                    world.known.remove(&key_of(namespace, name));
                     written.push((name.clone(), None));
                 }
                 Effect::MarkVersion { name, .. } => written.push((name.clone(), None)),
@@ -397,36 +430,4 @@ impl ChannelIo for FakeIo {
         *version = merged(version, patch, rv)?;
         Ok(())
     }
-}
-
-/// `object` with a JSON merge patch applied, as the API server does it: the patch's uid and
-/// resourceVersion are preconditions (409 when they differ), the result gets `rv`.
-fn merged<K>(object: &K, patch: &serde_json::Value, rv: String) -> Result<K, kube::Error>
-where
-    K: serde::Serialize + serde::de::DeserializeOwned,
-{
-    fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
-        match (target, patch) {
-            (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
-                    }
-                }
-            }
-            (t, p) => *t = p.clone(),
-        }
-    }
-    let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
-    for field in ["uid", "resourceVersion"] {
-        let want = &patch["metadata"][field];
-        if !want.is_null() && *want != value["metadata"][field] {
-            return Err(status_error(409));
-        }
-    }
-    merge(&mut value, patch);
-    value["metadata"]["resourceVersion"] = serde_json::Value::String(rv);
-    serde_json::from_value(value).map_err(kube::Error::SerdeError)
 }

@@ -123,7 +123,7 @@ impl<I: ChannelIo> Context<I> {
         // One whose label someone removed is still the channel's: the cache knows it.
         // Not read: the finalizer stays and the attempt is retried, rather than letting the
         // channel go with a version the garbage collector would then take.
-        let cached = self
+        let (cached, _) = self
             .io
             .versions(&ns, channel)
             .await

@@ -21,9 +21,11 @@ use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
+use crate::syncer::drift::Known;
 
 /// A version the writes of a sync left behind: its name and the resourceVersion the
-/// write returned (`None`: deleted). The cache is awaited for these.
+/// write returned (`None`: deleted). The cache is awaited for these, and remembers them
+/// (`syncer::drift`).
 pub type Written = (String, Option<String>);
 
 pub trait ChannelIo: Send + Sync + 'static {
@@ -60,12 +62,17 @@ pub trait ChannelIo: Send + Sync + 'static {
     fn runner_tail(&self, key: &Key) -> impl Future<Output = String> + Send;
 
     /// The versions of a channel's sync in its namespace: those it controls or that carry
-    /// its name (`version_index::relevant`); more is harmless.
+    /// its name (`version_index::relevant`); more is harmless. With them, the
+    /// resourceVersions the operator remembers writing or verifying them at (`syncer::drift`).
     fn versions(
         &self,
         namespace: &str,
         channel: &ManagedOSVersionChannel,
-    ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
+    ) -> impl Future<Output = Result<(Vec<Arc<ManagedOSVersion>>, Known), kube::Error>> + Send;
+
+    /// Remembers versions read in full and found as a sync wants them (name,
+    /// resourceVersion): not read again while they stay so (`syncer::drift`).
+    fn remember_verified(&self, namespace: &str, verified: &[(String, String)]);
 
     /// The versions of these names in a namespace, whoever controls them: those a sync
     /// would create, to tell a conflict or an adoption.

@@ -23,6 +23,7 @@ use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{self, Response, Validators};
 use crate::metrics::Metrics;
 use crate::syncer::Effect;
+use crate::syncer::drift::Known;
 
 pub struct KubeIo {
     pub client: Client,
@@ -122,12 +123,12 @@ impl ChannelIo for KubeIo {
     }
 
     /// From the watch cache (listed only if the cache is not filled yet, which happens
-    /// once, at start: then every version of the namespace).
+    /// once, at start: then every version of the namespace, none remembered).
     async fn versions(
         &self,
         namespace: &str,
         channel: &ManagedOSVersionChannel,
-    ) -> Result<Vec<Arc<ManagedOSVersion>>, kube::Error> {
+    ) -> Result<(Vec<Arc<ManagedOSVersion>>, Known), kube::Error> {
         if let Some(scope) = self.scope(namespace)
             && let Some(versions) = scope.versions_of(namespace, channel).await
         {
@@ -137,7 +138,14 @@ impl ChannelIo for KubeIo {
             .api::<super::version_meta::VersionMeta>(namespace)
             .list(&ListParams::default())
             .await?;
-        Ok(list.items.into_iter().map(|v| Arc::new(v.0)).collect())
+        let versions = list.items.into_iter().map(|v| Arc::new(v.0)).collect();
+        Ok((versions, Known::new()))
+    }
+
+    fn remember_verified(&self, namespace: &str, verified: &[(String, String)]) {
+        if let Some(scope) = self.scope(namespace) {
+            scope.versions.remember(namespace, verified);
+        }
     }
 
     /// From the watch cache; none when it is not filled yet (`versions` then listed all).
@@ -180,7 +188,8 @@ impl ChannelIo for KubeIo {
     /// Waits until the versions cache shows every write (each version at the
     /// resourceVersion the write returned, or gone), so that no decision acts on a cache
     /// that has not seen them. Should it give up, a later decision still sees them, a moment
-    /// late.
+    /// late. Then the cache remembers each resourceVersion the writes returned: another
+    /// one is someone else's write (`syncer::drift`).
     async fn write_versions(
         &self,
         namespace: &str,
@@ -208,6 +217,13 @@ impl ChannelIo for KubeIo {
                 })
             })
             .await;
+            // After the wait: a create is in the cache by then (one still missing, after a
+            // wait that gave up, is judged by its `managedFields`).
+            let ours: Vec<(String, String)> = written
+                .iter()
+                .filter_map(|(name, rv)| Some((name.clone(), rv.clone()?)))
+                .collect();
+            scope.versions.remember(namespace, &ours);
         }
         Ok(written)
     }

@@ -36,6 +36,7 @@ use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome
 
 mod refresh;
 mod taken;
+mod versions;
 
 use refresh::refresh;
 
@@ -221,23 +222,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.counts.observed();
         }
         if needs.versions && self.seen.versions.is_none() {
-            let ns = &self.namespace;
-            let mut versions = ctx
-                .io
-                .versions(ns, &self.channel)
-                .await
-                .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
-            // Drift: those someone else wrote are read in full, and only those.
-            for name in crate::syncer::versions::to_read_fresh(&self.channel, &versions) {
-                let fresh = ctx
-                    .io
-                    .read_version(ns, &name)
-                    .await
-                    .map_err(kube_err(format!("reading ManagedOSVersion {ns}/{name}")))?;
-                versions.retain(|v| v.metadata.name.as_deref() != Some(name.as_str()));
-                versions.extend(fresh.map(Arc::new));
-            }
-            self.seen.versions = Some(versions);
+            self.observe_versions().await?;
             self.counts.observed();
         }
         let remote = match (&needs.fetch, &needs.pull) {
@@ -259,18 +244,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.counts.observed();
         }
         Ok(self.counts.observations > before)
-    }
-
-    /// The version writes of the decision, all or nothing.
-    async fn write(&self, decision: &Decision) -> Result<(), Error> {
-        if !decision.effects.iter().any(is_version_write) {
-            return Ok(());
-        }
-        self.ctx
-            .io
-            .write_versions(&self.namespace, &decision.effects)
-            .await?;
-        Ok(())
     }
 
     /// Creates or deletes the pod as decided; when the API server refuses the pod, decides
@@ -429,13 +402,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             None => Action::await_change(),
         })
     }
-}
-
-fn is_version_write(effect: &Effect) -> bool {
-    matches!(
-        effect,
-        Effect::ApplyVersion { .. } | Effect::MarkVersion { .. } | Effect::DeleteVersion { .. }
-    )
 }
 
 /// Whether the decision starts a sync (creates the syncer pod, or fetches).

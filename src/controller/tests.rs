@@ -528,6 +528,9 @@ async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
 #[path = "tests_oci.rs"]
 mod oci;
 
+#[path = "tests_drift.rs"]
+mod drift;
+
 #[tokio::test]
 async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_sync_its_own() {
     let mut h = Harness::new(settings());

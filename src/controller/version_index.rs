@@ -1,7 +1,7 @@
 //! The versions' watch cache, compact: per namespace, per name, only what decisions read
 //! (uid, resourceVersion, the channel label, the three annotations the operator writes,
-//! the owner references, the deletion mark, and when the operator and anyone else last
-//! wrote). What every version of a channel shares (owner references, the channel's name,
+//! the owner references, the deletion mark, when the operator and anyone else last wrote,
+//! and the resourceVersion the operator last wrote or verified, `syncer::drift`). What every version of a channel shares (owner references, the channel's name,
 //! the namespace) is kept once. A sync gets its own channel's versions (and, by name, those
 //! its listing would create) as `ManagedOSVersion`s made for it, which go when it ends:
 //! the cache does not grow with anything tenants add to a version.
@@ -18,6 +18,7 @@ use crate::api::{
     CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
     NO_LONGER_IN_SYNC_ANNOTATION, ORPHANED_FROM_ANNOTATION,
 };
+use crate::syncer::drift::Known;
 use crate::syncer::versions::CONTENT_HASH_ANNOTATION;
 
 type Names = HashMap<Box<str>, Cached>;
@@ -37,6 +38,10 @@ struct Cached {
     /// status): `Some(None)` is a write with no time.
     ours: Option<Option<Time>>,
     others: Option<Option<Time>>,
+    /// The resourceVersion the operator's last write of this object returned, or that of a
+    /// full read that found it as a sync wanted it: kept across the watch's events for the
+    /// same object (same uid), gone with it.
+    known: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -89,7 +94,12 @@ impl VersionIndex {
         match event {
             Event::Init => inner.relist = Some(HashMap::new()),
             Event::InitApply(v) => {
-                if let Some((ns, name, cached)) = inner.compact(v) {
+                if let Some((ns, name, mut cached)) = inner.compact(v) {
+                    // The state before the re-list still serves: the memory is copied.
+                    let before = inner.by_namespace.get(&ns).and_then(|n| n.get(&name));
+                    if let Some(before) = before.filter(|b| b.uid == cached.uid) {
+                        cached.known.clone_from(&before.known);
+                    }
                     let relist = inner.relist.get_or_insert_with(HashMap::new);
                     relist.entry(ns).or_default().insert(name, cached);
                 }
@@ -103,12 +113,13 @@ impl VersionIndex {
                 self.ready.send_replace(true);
             }
             Event::Apply(v) => {
-                if let Some((ns, name, cached)) = inner.compact(v) {
-                    inner
-                        .by_namespace
-                        .entry(ns)
-                        .or_default()
-                        .insert(name, cached);
+                if let Some((ns, name, mut cached)) = inner.compact(v) {
+                    let names = inner.by_namespace.entry(ns).or_default();
+                    // The same object (a namesake made since starts with nothing remembered).
+                    if let Some(before) = names.get_mut(&name).filter(|b| b.uid == cached.uid) {
+                        cached.known = before.known.take();
+                    }
+                    names.insert(name, cached);
                 }
             }
             Event::Delete(v) => {
@@ -139,46 +150,62 @@ impl VersionIndex {
         let _ = ready.wait_for(|r| *r).await;
     }
 
-    /// The versions of a channel's sync in its namespace (see `relevant`).
+    /// The versions of a channel's sync in its namespace (see `relevant`), and the
+    /// resourceVersions the operator remembers writing or verifying them at.
     pub fn of_channel(
         &self,
         namespace: &str,
         channel: &ManagedOSVersionChannel,
-    ) -> Vec<Arc<ManagedOSVersion>> {
-        self.select(namespace, |names| {
-            names
-                .iter()
-                .filter(|(_, c)| relevant(controller_uid(&c.owners), c.channel.as_deref(), channel))
-                .map(|(n, c)| (&**n, c))
-                .collect()
-        })
+    ) -> (Vec<Arc<ManagedOSVersion>>, Known) {
+        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let mut known = Known::new();
+        let versions = inner
+            .by_namespace
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter(|(_, c)| relevant(controller_uid(&c.owners), c.channel.as_deref(), channel))
+            .map(|(name, c)| {
+                if let Some(rv) = &c.known {
+                    known.insert(name.to_string(), rv.to_string());
+                }
+                Arc::new(c.full(namespace, name))
+            })
+            .collect();
+        (versions, known)
+    }
+
+    /// Remembers the resourceVersion of each of these versions that the operator wrote, or
+    /// read and found as it wants (`syncer::drift`); a version not cached yet is skipped
+    /// (until it is written or read again, its `managedFields` decide).
+    pub fn remember(&self, namespace: &str, versions: &[(String, String)]) {
+        let mut guard = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        let inner = &mut *guard;
+        // A re-list under way: what it has shown already is remembered too.
+        let relisted = inner.relist.as_mut().and_then(|r| r.get_mut(namespace));
+        for names in [inner.by_namespace.get_mut(namespace), relisted]
+            .into_iter()
+            .flatten()
+        {
+            for (name, rv) in versions {
+                if let Some(cached) = names.get_mut(name.as_str()) {
+                    cached.known = Some(rv.as_str().into());
+                }
+            }
+        }
     }
 
     /// The versions of these names in a namespace (those that exist).
     pub fn named(&self, namespace: &str, names: &[String]) -> Vec<Arc<ManagedOSVersion>> {
-        self.select(namespace, |all| {
-            names
-                .iter()
-                .filter_map(|n| all.get_key_value(n.as_str()).map(|(n, c)| (&**n, c)))
-                .collect()
-        })
-    }
-
-    fn select(
-        &self,
-        namespace: &str,
-        pick: impl for<'a> Fn(&'a Names) -> Vec<(&'a str, &'a Cached)>,
-    ) -> Vec<Arc<ManagedOSVersion>> {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        inner
-            .by_namespace
-            .get(namespace)
-            .map_or_else(Vec::new, |all| {
-                pick(all)
-                    .into_iter()
-                    .map(|(name, c)| Arc::new(c.full(namespace, name)))
-                    .collect()
-            })
+        let Some(all) = inner.by_namespace.get(namespace) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|n| all.get_key_value(n.as_str()))
+            .map(|(name, c)| Arc::new(c.full(namespace, name)))
+            .collect()
     }
 
     /// The cached resourceVersion of a version (`None`: not in the cache).
@@ -248,6 +275,7 @@ impl Inner {
             deleting: m.deletion_timestamp,
             ours,
             others,
+            known: None,
         };
         Some((ns, name, cached))
     }

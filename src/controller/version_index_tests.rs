@@ -1,5 +1,5 @@
 use super::*;
-use crate::syncer::versions::{to_read_fresh, written_by_others};
+use crate::syncer::drift::{Known, to_read_fresh, written_by_others};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use serde_json::{Value, json};
@@ -87,14 +87,15 @@ async fn a_sync_gets_its_channels_versions_as_the_watch_showed_them() {
     let mut orphan = version("o1", None, None);
     orphan.labels_mut().insert(CHANNEL_LABEL.into(), "a".into());
     index.apply(Event::Apply(orphan));
-    let of_a = index.of_channel("ns", &a);
+    let (of_a, known) = index.of_channel("ns", &a);
     assert_eq!(names(&of_a), ["a1", "a2", "o1"]);
-    assert_eq!(to_read_fresh(&a, &of_a), ["a2"]);
+    assert_eq!(known, Known::new(), "nothing written or verified yet");
+    assert_eq!(to_read_fresh(&a, &of_a, &known), ["a2"]);
     assert_eq!(
         names(&index.named("ns", &["b1".into(), "x".into()])),
         ["b1"]
     );
-    assert!(index.of_channel("other", &a).is_empty());
+    assert!(index.of_channel("other", &a).0.is_empty());
     assert_eq!(index.resource_version("ns", "b1").as_deref(), Some("7"));
     // Every version of a channel shares one copy of its owner references.
     let inner = index.inner.read().unwrap();
@@ -112,6 +113,59 @@ async fn a_sync_gets_its_channels_versions_as_the_watch_showed_them() {
         "the old state serves until the re-list is done"
     );
     index.apply(Event::InitDone);
-    assert_eq!(names(&index.of_channel("ns", &a)), ["a1"]);
+    assert_eq!(names(&index.of_channel("ns", &a).0), ["a1"]);
     assert_eq!(index.len(), 1);
+}
+
+/// `version` at another resourceVersion (someone wrote it).
+fn at(mut v: ManagedOSVersion, rv: &str) -> ManagedOSVersion {
+    v.metadata.resource_version = Some(rv.into());
+    v
+}
+
+#[test]
+fn the_resource_version_the_operator_wrote_is_remembered_until_the_version_goes() {
+    let index = VersionIndex::default();
+    let a = channel("a", "ua");
+    let mine = || version("a1", Some(("a", "ua")), None);
+    let remembered = |index: &VersionIndex| index.of_channel("ns", &a).1.get("a1").cloned();
+    index.apply(Event::Init);
+    index.apply(Event::InitApply(mine()));
+    index.apply(Event::InitDone);
+    // Not cached: nothing to remember it on.
+    index.remember(
+        "ns",
+        &[("a1".into(), "7".into()), ("new".into(), "8".into())],
+    );
+    assert_eq!(remembered(&index).as_deref(), Some("7"));
+    assert_eq!(index.of_channel("ns", &a).1.len(), 1);
+    // Someone else's write (a new resourceVersion) keeps what the operator wrote: drift.
+    index.apply(Event::Apply(at(mine(), "9")));
+    assert_eq!(remembered(&index).as_deref(), Some("7"));
+    let (versions, known) = index.of_channel("ns", &a);
+    assert_eq!(to_read_fresh(&a, &versions, &known), ["a1"]);
+    // Read and found as wanted at 9: remembered as verified, not read again.
+    index.remember("ns", &[("a1".into(), "9".into())]);
+    let (versions, known) = index.of_channel("ns", &a);
+    assert!(to_read_fresh(&a, &versions, &known).is_empty());
+    // A re-list keeps it, also for a write remembered while it is under way.
+    index.apply(Event::Init);
+    index.apply(Event::InitApply(at(mine(), "9")));
+    index.apply(Event::InitDone);
+    assert_eq!(remembered(&index).as_deref(), Some("9"));
+    index.apply(Event::Init);
+    index.apply(Event::InitApply(at(mine(), "9")));
+    index.remember("ns", &[("a1".into(), "10".into())]);
+    index.apply(Event::InitDone);
+    assert_eq!(remembered(&index).as_deref(), Some("10"));
+    // A namesake (another uid) starts with nothing remembered.
+    let mut namesake = at(mine(), "11");
+    namesake.metadata.uid = Some("another".into());
+    index.apply(Event::Apply(namesake.clone()));
+    assert_eq!(remembered(&index), None);
+    // Deleted: forgotten, also for a version of that name made again with its uid.
+    index.remember("ns", &[("a1".into(), "11".into())]);
+    index.apply(Event::Delete(namesake.clone()));
+    index.apply(Event::Apply(at(namesake, "12")));
+    assert_eq!(remembered(&index), None);
 }

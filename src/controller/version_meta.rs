@@ -3,8 +3,9 @@
 //! labels, annotations with the operator's content hash, owner references, and of
 //! `managedFields` who wrote when, never the field sets). No spec is kept: whether a
 //! version is unchanged is its content hash (`syncer::versions::CONTENT_HASH_ANNOTATION`);
-//! a version someone else wrote after the operator is read fresh before it is decided on,
-//! and one to update or delete is read in full for its undo (`in_full`).
+//! a version someone else wrote since the operator did (`syncer::drift`) is read fresh
+//! before it is decided on, and one to update or delete is read in full for its undo
+//! (`in_full`).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -256,7 +257,7 @@ mod tests {
                 .flatten()
                 .all(|w| w.fields_v1.is_none())
         );
-        assert!(crate::syncer::versions::written_by_others(v));
+        assert!(crate::syncer::drift::written_by_others(v));
         assert_eq!(v.spec, Default::default());
         assert!(VersionMeta::metadata_api());
     }

@@ -134,4 +134,7 @@ pub struct Decision {
     /// Look again after this long (also when nothing changes); `None`: on the next change.
     pub requeue: Option<Duration>,
     pub outcome: Option<Outcome>,
+    /// Versions read in full and found as the sync wants them (name, resourceVersion): the
+    /// operator need not read them again while they stay at that resourceVersion.
+    pub verified: Vec<(String, String)>,
 }

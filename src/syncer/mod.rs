@@ -8,6 +8,7 @@
 mod budget;
 mod custom;
 mod decision;
+pub mod drift;
 mod json;
 pub mod orphan;
 mod outcome;

@@ -115,6 +115,7 @@ impl Decider<'_> {
             events,
             requeue: Some(interval),
             outcome: Some(Outcome::Synchronized),
+            verified: plan.verified,
             ..Default::default()
         }
     }

@@ -27,6 +27,9 @@ pub struct Plan {
     pub adopted: usize,
     pub flagged: usize,
     pub deleted: usize,
+    /// Listed versions read in full (someone else wrote them) and found as the sync wants
+    /// them: name and resourceVersion, for the operator to remember (`super::drift`).
+    pub verified: Vec<(String, String)>,
 }
 
 impl Plan {
@@ -53,7 +56,8 @@ impl Plan {
 
 /// Annotation the operator writes on every version: a hash of the content it applied
 /// (labels, annotations, spec). The watch cache holds no spec: a version whose hash is the
-/// one a sync wants is unchanged, unless someone else wrote it since (then it is read).
+/// one a sync wants is unchanged, unless someone else wrote it since (then it is read, see
+/// `super::drift`).
 pub const CONTENT_HASH_ANNOTATION: &str = "rancheros.cattle.io/content-hash";
 
 /// The content hash of a version the operator applies (its own hash annotation left out).
@@ -79,41 +83,6 @@ pub fn metadata_only(v: &ManagedOSVersion) -> bool {
             .iter()
             .flatten()
             .all(|m| m.fields_v1.is_none())
-}
-
-/// Whether someone other than the operator wrote the version (its labels, annotations or
-/// spec; not its status) at or after the operator's own last write, by its `managedFields`
-/// record: then its content may differ from what its hash says. Times have one-second
-/// resolution: a write in the same second counts.
-pub fn written_by_others(v: &ManagedOSVersion) -> bool {
-    let writers = v.metadata.managed_fields.iter().flatten();
-    let main = |m: &&ManagedFieldsEntry| m.subresource.as_deref().is_none_or(str::is_empty);
-    let ours = writers
-        .clone()
-        .filter(main)
-        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
-        .filter_map(|m| m.time.as_ref())
-        .max();
-    let Some(ours) = ours else {
-        return true;
-    };
-    writers
-        .filter(main)
-        .filter(|m| m.manager.as_deref() != Some(FIELD_MANAGER))
-        .any(|m| m.time.as_ref().is_none_or(|t| t >= ours))
-}
-
-/// The versions of this channel to read fresh before a sync decides on them: cached as
-/// metadata only, and written by someone else since the operator wrote them.
-pub fn to_read_fresh(
-    channel: &ManagedOSVersionChannel,
-    cached: &[Arc<ManagedOSVersion>],
-) -> Vec<String> {
-    cached
-        .iter()
-        .filter(|v| controlled_by(&v.metadata, channel) && metadata_only(v) && written_by_others(v))
-        .map(|v| v.name_any())
-        .collect()
 }
 
 pub fn controlled_by(meta: &ObjectMeta, channel: &ManagedOSVersionChannel) -> bool {
@@ -187,7 +156,7 @@ pub fn with_registry(registry: &str, target: &str) -> String {
 pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
     if metadata_only(existing) {
         // As cached: the hash says it all (a removed or forged one differs too). One
-        // written by someone else since is read in full first (`to_read_fresh`).
+        // written by someone else since is read in full first (`drift::to_read_fresh`).
         return existing.annotations().get(CONTENT_HASH_ANNOTATION)
             != want.annotations().get(CONTENT_HASH_ANNOTATION);
     }
@@ -328,7 +297,15 @@ pub fn plan(
                 if adopt {
                     plan.adopted = plan.adopted.saturating_add(1);
                 }
-                if adopt || differs(have, &want) {
+                let changed = differs(have, &want);
+                if let Some(rv) = have.resource_version()
+                    && !adopt
+                    && !changed
+                    && !metadata_only(have)
+                {
+                    plan.verified.push((item.name.clone(), rv));
+                }
+                if adopt || changed {
                     plan.updated = plan.updated.saturating_add(usize::from(!adopt));
                     let mut want = want;
                     // A precondition: a version replaced meanwhile is never taken over.

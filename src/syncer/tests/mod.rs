@@ -30,6 +30,21 @@ pub(crate) fn channel(spec: Value) -> ManagedOSVersionChannel {
     ch
 }
 
+/// `managedFields` entries without field sets, as the metadata-only cache keeps them:
+/// `(manager, second)` each.
+pub(crate) fn writers(at: &[(&str, i64)]) -> Vec<ManagedFieldsEntry> {
+    at.iter()
+        .map(|(manager, second)| ManagedFieldsEntry {
+            manager: Some((*manager).into()),
+            operation: Some("Apply".into()),
+            time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::from_second(*second).unwrap(),
+            )),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// The uid of the pods `pod_in` makes.
 pub(crate) const POD_UID: &str = "pod-uid";
 

@@ -264,25 +264,13 @@ mod change_detection {
 /// wrote it after the operator (then it is read in full).
 mod metadata_only_cache {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use crate::syncer::drift::{Known, to_read_fresh, written_by_others};
 
     /// `v` as the metadata-only watch caches it, with these writers: `(manager, second)`.
     fn cached(v: &ManagedOSVersion, writers: &[(&str, i64)]) -> ManagedOSVersion {
         let mut c = ManagedOSVersion::new(&v.name_any(), Default::default());
         c.metadata = v.metadata.clone();
-        c.metadata.managed_fields = Some(
-            writers
-                .iter()
-                .map(|(manager, second)| ManagedFieldsEntry {
-                    manager: Some((*manager).into()),
-                    operation: Some("Apply".into()),
-                    time: Some(Time(
-                        k8s_openapi::jiff::Timestamp::from_second(*second).unwrap(),
-                    )),
-                    ..Default::default()
-                })
-                .collect(),
-        );
+        c.metadata.managed_fields = Some(crate::syncer::tests::writers(writers));
         c
     }
 
@@ -338,8 +326,10 @@ mod metadata_only_cache {
         let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
         let want = desired(&ch, &config(&ch), &item("foo", "os:v1"));
         let mine = existing_version(&ch, want);
+        // Nothing remembered (a restart): the `managedFields` record decides.
+        let none = Known::new();
         let stale = |writers: &[(&str, i64)]| {
-            to_read_fresh(&ch, &arcs(&[cached(&mine, writers)])) == ["foo"]
+            to_read_fresh(&ch, &arcs(&[cached(&mine, writers)]), &none) == ["foo"]
         };
         assert!(!stale(&[(FIELD_MANAGER, 10)]));
         assert!(!stale(&[("kubectl", 9), (FIELD_MANAGER, 10)]));
@@ -351,7 +341,7 @@ mod metadata_only_cache {
         // A status write is no content.
         let mut status = cached(&mine, &[(FIELD_MANAGER, 10), ("tool", 11)]);
         status.metadata.managed_fields.as_mut().unwrap()[1].subresource = Some("status".into());
-        assert!(to_read_fresh(&ch, &arcs(&[status])).is_empty());
+        assert!(to_read_fresh(&ch, &arcs(&[status]), &none).is_empty());
         // Read in full, a version is compared in full: its edited spec is drift.
         assert!(!metadata_only(&mine));
         let mut edited = mine.clone();
@@ -363,6 +353,32 @@ mod metadata_only_cache {
         // Versions of other channels are never read.
         let mut theirs = cached(&mine, &[("kubectl", 1)]);
         theirs.metadata.owner_references = None;
-        assert!(to_read_fresh(&ch, &arcs(&[theirs])).is_empty());
+        assert!(to_read_fresh(&ch, &arcs(&[theirs]), &none).is_empty());
+    }
+
+    #[test]
+    fn a_version_read_in_full_and_found_as_wanted_is_verified_at_its_resource_version() {
+        let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+        let cfg = config(&ch);
+        let listed = [item("foo", "os:v1")];
+        let mut read = existing_version(&ch, desired(&ch, &cfg, &listed[0]));
+        read.metadata.resource_version = Some("42".into());
+        // Someone else added a label of its own: not the operator's content.
+        read.labels_mut().insert("tenant".into(), "x".into());
+        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&[read.clone()]), false).unwrap();
+        assert_eq!(p.verified, [("foo".to_string(), "42".to_string())]);
+        assert!(p.effects.is_empty());
+        // Its spec edited: repaired, not verified (the write's resourceVersion is kept).
+        let mut edited = read.clone();
+        edited.spec.version = Some("tampered".into());
+        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&[edited]), false).unwrap();
+        assert!(p.verified.is_empty() && p.updated == 1);
+        // As cached (metadata only), the hash is all it shows: nothing to verify.
+        let meta = cached(&read, &[(FIELD_MANAGER, 1)]);
+        let p = plan(&ch, Some((&cfg, &listed)), &arcs(&[meta]), false).unwrap();
+        assert_eq!(p, Plan::default());
+        // Not listed any more: its content is not checked, so not verified either.
+        let p = plan(&ch, Some((&cfg, &[])), &arcs(&[read]), false).unwrap();
+        assert!(p.verified.is_empty() && p.flagged == 1);
     }
 }
