@@ -1,8 +1,9 @@
 //! One pull: the tag resolved, then (the digest changed) the manifest and the layers.
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 use reqwest::header::CONTENT_TYPE;
+use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use super::layers::{self, Bounds, Found, Transport};
@@ -33,6 +34,12 @@ pub async fn pull(
     let timeout = options.timeout;
     let run = async {
         let http = client.with_ca(access.ca_pem.as_deref())?;
+        let host = options.image.registry.as_str();
+        let host = host
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(host, |(h, _)| h);
+        let private = crate::fetch::resolves_private(&client.policy, host).await;
         let mut session = Session::new(
             http,
             &client.policy,
@@ -41,6 +48,7 @@ pub async fn pull(
             access.credentials.as_ref(),
             timeout,
         );
+        session.private = private;
         let result = run(
             &mut session,
             options,
@@ -133,13 +141,27 @@ async fn run(
             }
         }
         let top_digest = top.get_or_insert_with(|| actual.clone()).clone();
-        match manifest::parse(&body, content_type.as_deref()).map_err(PullError::Bad)? {
+        let parsed = manifest::parse(&body, content_type.as_deref()).map_err(|why| {
+            PullError::Bad(if session.private {
+                format!(
+                    "the manifest is not an image manifest or index {}",
+                    session.shown("")
+                )
+            } else {
+                why
+            })
+        })?;
+        match parsed {
             Manifest::Index(entries) => {
                 let chosen = manifest::choose(&entries, &options.platform).ok_or_else(|| {
                     PullError::NoPlatform {
                         platform: options.platform.to_string(),
                         image: format!("{}@{top_digest}", image.repo()),
-                        listed: manifest::platforms(&entries),
+                        listed: if session.private {
+                            session.shown("")
+                        } else {
+                            manifest::platforms(&entries)
+                        },
                     }
                 })?;
                 reference = chosen.digest.clone();
@@ -239,6 +261,11 @@ async fn read_data(
         return Ok(body);
     }
     let path = options.path.clone();
+    // The layer search runs in a blocking task, which a timed-out or dropped pull would not
+    // stop: this token, cancelled when this future is dropped, ends the body stream the
+    // task reads, so the task stops and the connection closes at once.
+    let cancel = CancellationToken::new();
+    let _cancel_on_drop = cancel.clone().drop_guard();
     let mut bounds = Bounds {
         max_file: max_bytes,
         layer_budget: max_layer_bytes,
@@ -247,8 +274,9 @@ async fn read_data(
     for layer in layers.iter().rev() {
         let compression = manifest::compression(&layer.media_type).ok_or_else(|| {
             PullError::Bad(format!(
-                "layer {} has media type {:?}, which is not a filesystem layer or channel data",
-                layer.digest, layer.media_type
+                "layer {} has media type {}, which is not a filesystem layer or channel data",
+                manifest::word(&layer.digest),
+                session.shown(&layer.media_type)
             ))
         })?;
         if layer.size > bounds.layer_budget {
@@ -263,6 +291,7 @@ async fn read_data(
             PullError::Transport(text) => std::io::Error::other(Transport(text)),
             other => std::io::Error::other(Transport(other.to_string())),
         });
+        let stream = until_cancelled(stream, cancel.clone());
         let blob = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
         let (digest, size, wanted) = (layer.digest.clone(), layer.size, path.clone());
         let (found, left) = tokio::task::spawn_blocking(move || {
@@ -284,6 +313,29 @@ async fn read_data(
     })
 }
 
+/// `stream` until `cancel` fires: then one error, and the stream (its connection) is
+/// dropped at once, whatever it was waiting for.
+fn until_cancelled<S>(
+    stream: S,
+    cancel: CancellationToken,
+) -> futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>
+where
+    S: futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + Unpin + 'static,
+{
+    futures::stream::unfold(Some((stream, cancel)), |state| async move {
+        let (mut stream, cancel) = state?;
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                let stopped = Transport("the pull was cancelled (its timeout passed)".into());
+                Some((Err(std::io::Error::other(stopped)), None))
+            }
+            item = stream.next() => item.map(|i| (i, Some((stream, cancel)))),
+        }
+    })
+    .boxed()
+}
+
 pub(super) async fn get_blob(
     session: &mut Session<'_>,
     digest: &str,
@@ -300,3 +352,6 @@ pub(super) async fn get_blob(
     }
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests;

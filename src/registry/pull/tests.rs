@@ -1,0 +1,132 @@
+//! Pulls against hostile registries on loopback (raw HTTP servers of the test's own).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+use crate::config::{ImageRef, Platform};
+use crate::egress::Policy;
+
+/// A registry whose one layer is sent one byte every 20 ms (far inside the idle bound, far
+/// outside any timeout). Counts the layer downloads it has open.
+struct Dripping {
+    addr: SocketAddr,
+    open_layers: Arc<AtomicUsize>,
+    layer_started: Arc<AtomicBool>,
+}
+
+async fn dripping_registry() -> Dripping {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let layer = "sha256:".to_string() + &"ab".repeat(32);
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer}","size":1048576}}]}}"#,
+        OCI_MANIFEST = manifest::OCI_MANIFEST
+    );
+    let digest = sha256(manifest.as_bytes());
+    let open_layers = Arc::new(AtomicUsize::new(0));
+    let layer_started = Arc::new(AtomicBool::new(false));
+    let (open, started) = (open_layers.clone(), layer_started.clone());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (manifest, digest, open, started) = (
+                manifest.clone(),
+                digest.clone(),
+                open.clone(),
+                started.clone(),
+            );
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                if path.contains("/blobs/") {
+                    open.fetch_add(1, Ordering::SeqCst);
+                    started.store(true, Ordering::SeqCst);
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1048576\r\n\r\n\x1f")
+                        .await;
+                    // Until the client closes: a write then fails.
+                    loop {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        if socket.write_all(b"\x8b").await.is_err() {
+                            break;
+                        }
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                    return;
+                }
+                let answer = if head.starts_with("HEAD") {
+                    format!(
+                        "HTTP/1.1 200 OK\r\ndocker-content-digest: {digest}\r\ncontent-length: {}\r\n\r\n",
+                        manifest.len()
+                    )
+                } else {
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n{manifest}",
+                        manifest::OCI_MANIFEST,
+                        manifest.len()
+                    )
+                };
+                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    Dripping {
+        addr,
+        open_layers,
+        layer_started,
+    }
+}
+
+fn options(addr: SocketAddr, timeout: Duration) -> OciOptions {
+    OciOptions {
+        image: ImageRef::parse(&format!("{addr}/a:v1")).unwrap(),
+        path: "/channel.json".into(),
+        image_pull_secrets: Vec::new(),
+        ca_secret: None,
+        insecure: true,
+        platform: Platform::host(),
+        timeout,
+        verify_secret: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_pull_stops_reading_its_layer_and_closes_the_connection_at_once() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let registry = dripping_registry().await;
+    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
+    let options = options(registry.addr, Duration::from_millis(700));
+    let (known, access) = (Validators::default(), Access::default());
+    let pulls = (0..3).map(|_| pull(&client, &options, &access, &known, 1 << 20));
+    for response in futures::future::join_all(pulls).await {
+        match response {
+            Response::Failed(why) => assert!(why.contains("timed out after"), "{why}"),
+            other => panic!("not a timeout: {other:?}"),
+        }
+    }
+    assert!(registry.layer_started.load(Ordering::SeqCst));
+    // The layer downloads end with their pulls (before the fix they went on until the
+    // registry stopped dripping: 1 MiB at 50 bytes a second).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while registry.open_layers.load(Ordering::SeqCst) > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} layer downloads still open 5 s after their pulls timed out",
+            registry.open_layers.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
