@@ -247,7 +247,7 @@ pub const PRIVATE: &str = "the request to a private address failed (json egress:
 /// (`Policy::withholds`).
 /// A name that resolves differently at connect time is caught by the connected address
 /// (`remote_addr`) once it answers.
-async fn resolves_private(policy: &Policy, host: &str) -> bool {
+pub(crate) async fn resolves_private(policy: &Policy, host: &str) -> bool {
     let literal = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))

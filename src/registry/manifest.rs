@@ -64,8 +64,14 @@ pub enum Manifest {
 
 /// Parses a manifest body; `Err` says what is wrong, in words of its own.
 pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Manifest, String> {
-    let any: Any = serde_json::from_slice(body)
-        .map_err(|e| format!("the manifest is not valid JSON ({e})"))?;
+    // serde's text can quote the body: where it failed is enough.
+    let any: Any = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "the manifest is not valid JSON or not shaped as one (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
     let kind = any
         .media_type
         .as_deref()
@@ -82,10 +88,26 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Manifest, String
             if ![OCI_INDEX, DOCKER_LIST, OCI_MANIFEST, DOCKER_MANIFEST].contains(&other) =>
         {
             Err(format!(
-                "the manifest has media type {other}, which is not an image or an index"
+                "the manifest has media type {}, which is not an image or an index",
+                word(other)
             ))
         }
         _ => Err("the manifest lists neither layers nor manifests".into()),
+    }
+}
+
+/// A word the registry sent (a media type, a platform's part), for a message: shown only
+/// when it is short and made of the characters such names use, so that a message never
+/// carries free text of what answered.
+pub fn word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-/=; ".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        "(a name not shown: too long or not plain)".into()
     }
 }
 
@@ -109,8 +131,8 @@ pub fn platforms(entries: &[Descriptor]) -> String {
         .iter()
         .filter_map(|d| d.platform.as_ref())
         .map(|p| match &p.variant {
-            Some(v) => format!("{}/{}/{v}", p.os, p.architecture),
-            None => format!("{}/{}", p.os, p.architecture),
+            Some(v) => word(&format!("{}/{}/{v}", p.os, p.architecture)),
+            None => word(&format!("{}/{}", p.os, p.architecture)),
         })
         .collect();
     crate::text::list(&names, ", ")

@@ -30,6 +30,9 @@ pub struct Session<'a> {
     authorization: Option<String>,
     /// Requests sent, for the logs (an unchanged image costs one).
     pub requests: u32,
+    /// The registry is, or answered from, an address whose answers a failure may not show
+    /// (`Policy::withholds`: a private range the allow list does not name).
+    pub private: bool,
 }
 
 impl<'a> Session<'a> {
@@ -51,6 +54,17 @@ impl<'a> Session<'a> {
             timeout,
             authorization: credentials.map(Credentials::basic),
             requests: 0,
+            private: false,
+        }
+    }
+
+    /// A word the registry sent, for a failure's message: not at all from a private
+    /// address (the message must not map what answers there), else only a plain one.
+    pub fn shown(&self, word: &str) -> String {
+        if self.private {
+            "(not shown: what a private address answers is withheld)".into()
+        } else {
+            super::manifest::word(word)
         }
     }
 
@@ -139,9 +153,17 @@ impl<'a> Session<'a> {
         }
         self.requests = self.requests.saturating_add(1);
         match tokio::time::timeout(crate::budget::IDLE, request.send()).await {
-            Ok(answer) => answer.map_err(|e| {
-                PullError::Transport(describe(&e, &self.image.registry, self.timeout))
-            }),
+            Ok(Ok(response)) => {
+                self.private |= response
+                    .remote_addr()
+                    .is_some_and(|a| self.policy.withholds(a.ip()));
+                Ok(response)
+            }
+            Ok(Err(e)) => Err(PullError::Transport(describe(
+                &e,
+                &self.image.registry,
+                self.timeout,
+            ))),
             Err(_) => Err(silent(&self.image.registry)),
         }
     }
@@ -161,6 +183,7 @@ impl<'a> Session<'a> {
                 self.repo()
             ))
         })?;
+        realm_allowed(&url, &self.origin).map_err(PullError::Bad)?;
         {
             let mut q = url.query_pairs_mut();
             if let Some(s) = &service {
@@ -276,6 +299,22 @@ pub fn describe(e: &reqwest::Error, host: &str, timeout: Duration) -> String {
     fetch::describe(e, timeout)
 }
 
+/// Credentials go to a token realm only over HTTPS, or over plain HTTP to the very
+/// registry the admin allowed to be insecure (the same scheme, host and port): a realm a
+/// registry names may be any URL, and Basic credentials over HTTP are sent in clear. (Its
+/// address is held to the egress policy as every request's is.)
+fn realm_allowed(realm: &reqwest::Url, origin: &str) -> Result<(), String> {
+    let same_origin = reqwest::Url::parse(origin).is_ok_and(|o| o.origin() == realm.origin());
+    match realm.scheme() {
+        "https" => Ok(()),
+        "http" if same_origin => Ok(()),
+        _ => Err(format!(
+            "the registry's token realm is not an https:// URL (host {}); credentials are sent to a realm only over HTTPS, or to the insecure registry itself",
+            super::manifest::word(realm.host_str().unwrap_or_default())
+        )),
+    }
+}
+
 /// Why a `401` was final: no credentials, credentials refused (by the registry or its token
 /// server), or a token for them that does not grant the pull.
 fn refusal(had_credentials: bool, token_issued: bool) -> super::Refusal {
@@ -319,6 +358,27 @@ mod tests {
             e.to_string(),
             "401 unauthorized for r.io/a/b (the registry's token for the credentials of imagePullSecrets does not grant pulling it)"
         );
+    }
+
+    #[test]
+    fn a_token_realm_must_be_https_or_the_insecure_registry_itself() {
+        let url = |s: &str| reqwest::Url::parse(s).unwrap();
+        assert!(realm_allowed(&url("https://auth.example/token"), "https://r.example").is_ok());
+        assert!(realm_allowed(&url("https://auth.example/token"), "http://r.example").is_ok());
+        assert!(
+            realm_allowed(&url("http://r.example:5000/token"), "http://r.example:5000").is_ok()
+        );
+        for (realm, origin) in [
+            // Plain HTTP elsewhere: Basic credentials would go in clear.
+            ("http://auth.example/token", "https://r.example"),
+            ("http://auth.example/token", "http://r.example"),
+            ("http://r.example:5001/token", "http://r.example:5000"),
+            ("ftp://r.example/token", "http://r.example"),
+            ("file:///etc/passwd", "http://r.example"),
+        ] {
+            let e = realm_allowed(&url(realm), origin).unwrap_err();
+            assert!(e.contains("not an https:// URL"), "{realm}: {e}");
+        }
     }
 
     #[test]
