@@ -18,9 +18,12 @@ use ipnet::IpNet;
 pub const DENY_FLAG: &str = "--json-deny-cidr";
 
 /// `--json-deny-cidr` when not given: loopback, link-local (the cloud metadata service
-/// 169.254.169.254 among them), unspecified, multicast, and the metadata services that are
-/// not link-local (Alibaba Cloud's 100.100.100.200, AWS's IPv6 fd00:ec2::254).
-pub const DEFAULT_DENY: [&str; 10] = [
+/// 169.254.169.254 among them), unspecified, multicast, the metadata services that are
+/// not link-local (Alibaba Cloud's 100.100.100.200, AWS's IPv6 fd00:ec2::254), Azure's
+/// wire server (168.63.129.16: it hands out VM extension settings and certificates), and
+/// the NAT64 local-use prefix (64:ff9b:1::/48, RFC 8215), whose embedding of an IPv4
+/// address is the site's own choice and so cannot be mapped to the IPv4 rule.
+pub const DEFAULT_DENY: [&str; 12] = [
     "127.0.0.0/8",
     "::1/128",
     "169.254.0.0/16",
@@ -31,6 +34,8 @@ pub const DEFAULT_DENY: [&str; 10] = [
     "ff00::/8",
     "100.100.100.200/32",
     "fd00:ec2::254/128",
+    "168.63.129.16/32",
+    "64:ff9b:1::/48",
 ];
 
 /// The private ranges (`--json-deny-private-ranges` adds them to the deny list): RFC 1918,

@@ -134,7 +134,15 @@ fn ipv6_forms_of_an_ipv4_address_are_judged_by_the_ipv4_rule() {
 #[test]
 fn metadata_services_are_refused_by_default_and_private_ranges_on_request() {
     let policy = Policy::default();
-    for refused in ["100.100.100.200", "fd00:ec2::254", "::ffff:100.100.100.200"] {
+    for refused in [
+        "100.100.100.200",
+        "fd00:ec2::254",
+        "::ffff:100.100.100.200",
+        "168.63.129.16",
+        "::ffff:168.63.129.16",
+        "64:ff9b:1::a9fe:a9fe",
+        "64:ff9b:1:ffff::1",
+    ] {
         assert!(policy.check(ip(refused)).is_err(), "{refused}");
     }
     for private in [
