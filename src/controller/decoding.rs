@@ -129,14 +129,6 @@ where
     })
 }
 
-/// The decoded objects of a LIST; an undecodable one is logged, counted and left out.
-pub fn decoded_items<K>(items: Vec<Lenient<K>>, kind: &'static str, metrics: &Metrics) -> Vec<K> {
-    items
-        .into_iter()
-        .filter_map(|o| decoded(o, kind, metrics))
-        .collect()
-}
-
 fn decoded<K>(object: Lenient<K>, kind: &'static str, metrics: &Metrics) -> Option<K> {
     match object {
         Lenient::Decoded(k) => Some(k),

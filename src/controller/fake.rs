@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -391,18 +391,30 @@ impl ChannelIo for FakeIo {
         Ok(())
     }
 
-    async fn labelled_versions(&self, key: &Key) -> Result<Vec<ManagedOSVersion>, kube::Error> {
+    async fn labelled_versions(
+        &self,
+        key: &Key,
+        continue_token: Option<String>,
+    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
+        // Pages of two, so that the finalizer's paging is exercised: the token is the
+        // index of the page's first entry.
+        const PAGE: usize = 2;
         let mut world = self.world();
         world.call("labelled_versions", &key.name)?;
-        Ok(world
+        let start: usize = continue_token.and_then(|t| t.parse().ok()).unwrap_or(0);
+        let mut all: Vec<ObjectMeta> = world
             .versions
             .iter()
             .filter(|(k, v)| {
                 k.namespace == key.namespace
                     && v.labels().get(crate::api::CHANNEL_LABEL) == Some(&key.name)
             })
-            .map(|(_, v)| v.clone())
-            .collect())
+            .map(|(_, v)| v.metadata.clone())
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        let end = start.saturating_add(PAGE).min(all.len());
+        let next = (end < all.len()).then(|| end.to_string());
+        Ok((all.get(start..end).unwrap_or_default().to_vec(), next))
     }
 
     async fn read_version(

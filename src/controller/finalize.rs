@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::info;
@@ -14,7 +15,7 @@ use super::Context;
 use super::errors::{Error, is_status, kube_err};
 use super::io::ChannelIo;
 use super::queue::Key;
-use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
+use crate::api::ManagedOSVersionChannel;
 use crate::syncer::Note;
 use crate::syncer::orphan::{self, Step};
 use crate::syncer::versions::controlled_by;
@@ -104,20 +105,29 @@ impl<I: ChannelIo> Context<I> {
         let ns = key.namespace.clone().unwrap_or_default();
         // Read fresh, not from the cache: a version the last sync created a moment ago must
         // not be left to the garbage collector. Every version of the channel carries its label.
-        let listed = self
-            .io
-            .labelled_versions(key)
-            .await
-            .map_err(kube_err(format!(
-                "listing the versions of channel {}",
-                key.name
-            )))?;
+        // Page by page, metadata only: what is held at once is one page, however many and
+        // however large the namespace's versions are.
         let mut seen = HashSet::new();
         let mut count = 0_usize;
-        for version in listed {
-            seen.insert(version.name_any());
-            if self.orphan_one(version, channel, &ns).await? {
-                count = count.saturating_add(1);
+        let mut page_token = None;
+        loop {
+            let (page, next) = self
+                .io
+                .labelled_versions(key, page_token.take())
+                .await
+                .map_err(kube_err(format!(
+                    "listing the versions of channel {}",
+                    key.name
+                )))?;
+            for meta in page {
+                seen.insert(meta.name.clone().unwrap_or_default());
+                if self.orphan_one(meta, channel, &ns).await? {
+                    count = count.saturating_add(1);
+                }
+            }
+            match next {
+                Some(token) => page_token = Some(token),
+                None => break,
             }
         }
         // One whose label someone removed is still the channel's: the cache knows it.
@@ -139,7 +149,7 @@ impl<I: ChannelIo> Context<I> {
                 .await
                 .map_err(kube_err(format!("reading version {name}")))?;
             if let Some(fresh) = fresh
-                && self.orphan_one(fresh, channel, &ns).await?
+                && self.orphan_one(fresh.metadata, channel, &ns).await?
             {
                 count = count.saturating_add(1);
             }
@@ -151,11 +161,11 @@ impl<I: ChannelIo> Context<I> {
     /// was the channel's to orphan.
     async fn orphan_one(
         &self,
-        mut version: ManagedOSVersion,
+        mut version: ObjectMeta,
         channel: &ManagedOSVersionChannel,
         ns: &str,
     ) -> Result<bool, Error> {
-        let name = version.name_any();
+        let name = version.name.clone().unwrap_or_default();
         let what = || format!("orphaning version {name}");
         for attempt in 1..=TRIES {
             let Some(patch) = orphan::orphan_patch(&version, channel) else {
@@ -171,7 +181,7 @@ impl<I: ChannelIo> Context<I> {
                         .await
                         .map_err(kube_err(what()))?
                     {
-                        Some(fresh) => version = fresh,
+                        Some(fresh) => version = fresh.metadata,
                         None => return Ok(false),
                     }
                 }

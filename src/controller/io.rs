@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Error;
 use super::queue::Key;
@@ -162,12 +163,15 @@ pub trait ChannelIo: Send + Sync + 'static {
         patch: &serde_json::Value,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
-    /// The versions labelled as the channel's, read fresh from the API server (not the
-    /// cache: a version created a moment ago must not be missed).
+    /// One page of the metadata of the versions labelled as the channel's, read fresh from
+    /// the API server (not the cache: a version created a moment ago must not be missed),
+    /// and the token of the next page. Metadata only and paged: a namespace's versions can
+    /// be many and large, and the finalizer needs only who owns them.
     fn labelled_versions(
         &self,
         key: &Key,
-    ) -> impl Future<Output = Result<Vec<ManagedOSVersion>, kube::Error>> + Send;
+        continue_token: Option<String>,
+    ) -> impl Future<Output = Result<(Vec<ObjectMeta>, Option<String>), kube::Error>> + Send;
 
     /// One version, read fresh.
     fn read_version(

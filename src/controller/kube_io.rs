@@ -7,12 +7,12 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
 use super::caches::{self, Scope};
-use super::decoding::{self, Lenient};
 use super::errors::delete_uid;
 use super::io::{ChannelIo, Written};
 use super::queue::Key;
@@ -24,6 +24,10 @@ use crate::fetch::{self, Response, Validators};
 use crate::metrics::Metrics;
 use crate::syncer::Effect;
 use crate::syncer::drift::Known;
+
+/// Objects per page of a fresh LIST (the Orphan finalizer's): what one page holds in
+/// memory, metadata only.
+const LIST_PAGE: u32 = 500;
 
 pub struct KubeIo {
     pub client: Client,
@@ -37,6 +41,8 @@ pub struct KubeIo {
     pub writes: tokio::sync::Semaphore,
     /// Their turns, per namespace.
     pub pacing: super::pacing::Pacing,
+    /// What one sync may keep to undo its writes (`--max-sync-write-bytes`).
+    pub max_undo_bytes: usize,
 }
 
 impl KubeIo {
@@ -48,6 +54,7 @@ impl KubeIo {
         registry: crate::registry::Client,
         metrics: Arc<Metrics>,
         rates: crate::pace::Rates,
+        max_undo_bytes: usize,
     ) -> Self {
         KubeIo {
             client,
@@ -58,6 +65,7 @@ impl KubeIo {
             metrics,
             writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
             pacing: super::pacing::Pacing::new(rates),
+            max_undo_bytes,
         }
     }
 
@@ -201,6 +209,7 @@ impl ChannelIo for KubeIo {
             pacing: &self.pacing,
             in_flight: &self.writes,
             metrics: &self.metrics,
+            max_undo_bytes: self.max_undo_bytes,
         }
         .write_all(effects)
         .await?;
@@ -315,18 +324,23 @@ impl ChannelIo for KubeIo {
             .map(drop)
     }
 
-    async fn labelled_versions(&self, key: &Key) -> Result<Vec<ManagedOSVersion>, kube::Error> {
+    async fn labelled_versions(
+        &self,
+        key: &Key,
+        continue_token: Option<String>,
+    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
         let (ns, name) = parts(key);
         let selector = format!("{}={name}", crate::api::CHANNEL_LABEL);
+        let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
+        if let Some(token) = continue_token {
+            params = params.continue_token(&token);
+        }
         let list = self
-            .api::<Lenient<ManagedOSVersion>>(&ns)
-            .list(&ListParams::default().labels(&selector))
+            .api::<ManagedOSVersion>(&ns)
+            .list_metadata(&params)
             .await?;
-        Ok(decoding::decoded_items(
-            list.items,
-            "version",
-            &self.metrics,
-        ))
+        let next = list.metadata.continue_.filter(|t| !t.is_empty());
+        Ok((list.items.into_iter().map(|v| v.metadata).collect(), next))
     }
 
     async fn read_version(

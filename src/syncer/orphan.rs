@@ -5,6 +5,7 @@
 //! later channel of the same name adopts them. This module decides; `controller::finalize`
 //! performs.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
@@ -73,22 +74,21 @@ pub fn finalizers_patch(channel: &ManagedOSVersionChannel, add: bool) -> Value {
 /// it go. Conditional on the version's uid and resourceVersion, so a version replaced or
 /// changed meanwhile is patched again from a fresh read, never from a stale one. `None`:
 /// not the channel's to orphan (another's, nobody's, or already being deleted).
-pub fn orphan_patch(
-    version: &ManagedOSVersion,
-    channel: &ManagedOSVersionChannel,
-) -> Option<Value> {
-    if !controlled_by(&version.metadata, channel) || version.metadata.deletion_timestamp.is_some() {
+/// Takes the version's metadata only: the finalizer lists no more than that.
+pub fn orphan_patch(version: &ObjectMeta, channel: &ManagedOSVersionChannel) -> Option<Value> {
+    if !controlled_by(version, channel) || version.deletion_timestamp.is_some() {
         return None;
     }
     let uid = channel.uid()?;
     let others: Vec<_> = version
-        .owner_references()
+        .owner_references
         .iter()
+        .flatten()
         .filter(|o| o.uid != uid)
         .collect();
     Some(json!({"metadata": {
-        "uid": version.uid(),
-        "resourceVersion": version.resource_version(),
+        "uid": version.uid,
+        "resourceVersion": version.resource_version,
         "ownerReferences": if others.is_empty() { Value::Null } else { json!(others) },
         "annotations": {
             NO_LONGER_IN_SYNC_ANNOTATION: "true",
@@ -210,7 +210,7 @@ mod tests {
             ..Default::default()
         };
         v.owner_references_mut().push(other.clone());
-        let patch = orphan_patch(&v, &ch).expect("the channel's version");
+        let patch = orphan_patch(&v.metadata, &ch).expect("the channel's version");
         assert_eq!(
             patch,
             json!({"metadata": {
@@ -226,16 +226,16 @@ mod tests {
         // Its only owner: the list goes (null removes it in a merge patch).
         let only = version_of(&ch, "bar");
         assert_eq!(
-            orphan_patch(&only, &ch).unwrap()["metadata"]["ownerReferences"],
+            orphan_patch(&only.metadata, &ch).unwrap()["metadata"]["ownerReferences"],
             Value::Null
         );
         // Not the channel's, or on its way out: not touched.
         let mut theirs = version_of(&ch, "baz");
         theirs.metadata.owner_references.as_mut().unwrap()[0].uid = "other".into();
-        assert_eq!(orphan_patch(&theirs, &ch), None);
+        assert_eq!(orphan_patch(&theirs.metadata, &ch), None);
         let mut going = version_of(&ch, "qux");
         going.metadata.deletion_timestamp = ch.metadata.deletion_timestamp.clone();
-        assert_eq!(orphan_patch(&going, &ch), None);
+        assert_eq!(orphan_patch(&going.metadata, &ch), None);
     }
 
     #[test]
