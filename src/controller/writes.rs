@@ -6,6 +6,8 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tokio::sync::Semaphore;
 use tracing::debug;
 
@@ -150,8 +152,13 @@ impl<'a> VersionWrite<'a> {
         }
     }
 
-    /// Makes the write, and says how to take it back.
-    pub async fn apply(&self, api: &Api<ManagedOSVersion>) -> Result<Done, kube::Error> {
+    /// Makes the write, and says how to take it back; what it keeps to take it back comes
+    /// out of `room`.
+    pub async fn apply(
+        &self,
+        api: &Api<ManagedOSVersion>,
+        room: &UndoRoom,
+    ) -> Result<Done, kube::Error> {
         match *self {
             // A create-only apply: a placeholder resourceVersion, which the API server
             // checks only against an object that exists, refuses a version someone else
@@ -179,6 +186,7 @@ impl<'a> VersionWrite<'a> {
                 let Some(before) = super::version_meta::in_full(api, before).await? else {
                     return Err(super::version_meta::gone_meanwhile(&name));
                 };
+                room.keep(&before)?;
                 let written = api
                     .patch(&name, &apply_params(), &Patch::Apply(want))
                     .await?;
@@ -212,6 +220,9 @@ impl<'a> VersionWrite<'a> {
                     Some(b) => super::version_meta::in_full(api, b).await?,
                     None => None,
                 };
+                if let Some(b) = &before {
+                    room.keep(b)?;
+                }
                 let undo = match api.delete(name, &delete_uid(uid, false)).await {
                     Ok(_) => before.map(|b| Undo::Recreate(Box::new(b))),
                     // Already gone: nothing to take back.
@@ -281,6 +292,47 @@ async fn mark(
     api.patch(name, &params, &Patch::Merge(patch)).await
 }
 
+/// What one sync may keep of the versions it replaces or deletes, to put them back should
+/// a later write fail: the same bound as what it writes (`--max-sync-write-bytes`), since a
+/// tenant's versions may be many and each up to the API server's object size.
+pub struct UndoRoom {
+    left: AtomicUsize,
+    limit: usize,
+}
+
+impl UndoRoom {
+    pub fn new(limit: usize) -> Self {
+        UndoRoom {
+            left: AtomicUsize::new(limit),
+            limit,
+        }
+    }
+
+    /// Takes room for `version` (its JSON size), or refuses the write before it is made.
+    fn keep(&self, version: &ManagedOSVersion) -> Result<(), kube::Error> {
+        let size = serde_json::to_vec(version).map_or(usize::MAX, |v| v.len());
+        let taken = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(size)
+            });
+        if taken.is_ok() {
+            return Ok(());
+        }
+        let limit = self.limit;
+        Err(kube::Error::Api(
+            kube::core::Status::failure(
+                &format!(
+                    "the versions this sync replaces or deletes are more than {limit} bytes to keep for undoing it (--max-sync-write-bytes); nothing more was written"
+                ),
+                "RequestEntityTooLarge",
+            )
+            .with_code(413)
+            .boxed(),
+        ))
+    }
+}
+
 /// Everything the writes of a sync need.
 pub struct Writer<'a> {
     pub api: &'a Api<ManagedOSVersion>,
@@ -290,6 +342,8 @@ pub struct Writer<'a> {
     /// Writes in flight across all syncs ([`WRITES_IN_FLIGHT`]).
     pub in_flight: &'a Semaphore,
     pub metrics: &'a Metrics,
+    /// `--max-sync-write-bytes`: also what the sync may keep to undo its writes.
+    pub max_undo_bytes: usize,
 }
 
 impl Writer<'_> {
@@ -325,9 +379,10 @@ impl Writer<'_> {
         let (deletes, others): (Vec<_>, Vec<_>) =
             writes.into_iter().partition(|(_, w)| w.is_delete());
         let mut done: Vec<Done> = Vec::new();
+        let room = UndoRoom::new(self.max_undo_bytes);
         for batch in [others, deletes] {
             let results = self
-                .each(batch.iter().map(|(_, w)| w.apply(self.api)))
+                .each(batch.iter().map(|(_, w)| w.apply(self.api, &room)))
                 .await;
             let mut failed = None;
             for ((effect, write), result) in batch.iter().zip(results) {

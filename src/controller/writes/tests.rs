@@ -104,6 +104,14 @@ async fn write(
     api: &Api<ManagedOSVersion>,
     effects: &[Effect],
 ) -> Result<Vec<(String, Option<String>)>, Error> {
+    write_keeping(api, effects, 32 << 20).await
+}
+
+async fn write_keeping(
+    api: &Api<ManagedOSVersion>,
+    effects: &[Effect],
+    max_undo: usize,
+) -> Result<Vec<(String, Option<String>)>, Error> {
     let metrics = Metrics::default();
     let in_flight = Semaphore::new(WRITES_IN_FLIGHT);
     let pacing = super::super::pacing::Pacing::new(crate::pace::Rates::UNLIMITED);
@@ -113,6 +121,7 @@ async fn write(
         pacing: &pacing,
         in_flight: &in_flight,
         metrics: &metrics,
+        max_undo_bytes: max_undo,
     }
     .write_all(effects)
     .await
@@ -257,4 +266,49 @@ async fn a_failed_undo_says_which_versions_it_could_not_take_back() {
             .ends_with("undoing the sync's earlier writes failed for a: etcd is down"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn what_a_sync_keeps_to_undo_its_writes_is_bounded_and_over_it_nothing_stays_changed() {
+    // Two versions to delete, each about 2 KiB as the API server returns them in full;
+    // room to keep one of them for the undo.
+    let big = "x".repeat(2048);
+    let (api, calls) = fake_api(move |c| {
+        (c.method == "GET").then(|| {
+            (
+                200,
+                json!({
+                    "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
+                    "metadata": {"name": c.name, "namespace": "ns",
+                                 "uid": format!("uid-{}", c.name), "resourceVersion": "7"},
+                    "spec": {"version": big}
+                }),
+            )
+        })
+    });
+    let delete = |n: &str| Effect::DeleteVersion {
+        name: n.into(),
+        uid: format!("uid-{n}"),
+        before: Arc::new(version(n, Some(&format!("uid-{n}")))),
+    };
+    let err = write_keeping(&api, &[delete("a"), delete("b")], 3000)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than 3000 bytes to keep for undoing it (--max-sync-write-bytes)"),
+        "{err}"
+    );
+    let calls = calls.lock().unwrap().clone();
+    // One delete was refused before it was sent; the other, made, was undone (created again).
+    let deleted: Vec<&Call> = calls
+        .iter()
+        .filter(|c| c.method == "DELETE" && !c.dry_run)
+        .collect();
+    assert_eq!(deleted.len(), 1, "{calls:#?}");
+    let recreated = calls
+        .iter()
+        .filter(|c| c.method == "POST" && !c.dry_run && c.name == deleted[0].name)
+        .count();
+    assert_eq!(recreated, 1, "{calls:#?}");
 }
