@@ -41,7 +41,6 @@ struct Lean {
     labels: Option<BTreeMap<String, String>>,
     annotations: Option<BTreeMap<String, String>>,
     owner_references: Option<Vec<OwnerReference>>,
-    finalizers: Option<Vec<String>>,
     /// Skipped unread: `fieldsV1` (a tree as deep as the object).
     managed_fields: Option<Vec<Wrote>>,
 }
@@ -87,6 +86,17 @@ impl<'de> Deserialize<'de> for VersionMeta {
             creation_timestamp: m.creation_timestamp,
             deletion_timestamp: m.deletion_timestamp,
             labels: only(m.labels, &[CHANNEL_LABEL]),
+            // Decisions read only who controls a version (at most one reference, which
+            // the API server enforces): the others, any number a tenant adds, cost nothing.
+            owner_references: m
+                .owner_references
+                .map(|refs| {
+                    refs.into_iter()
+                        .filter(|o| o.controller == Some(true))
+                        .take(1)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|refs| !refs.is_empty()),
             annotations: only(
                 m.annotations,
                 &[
@@ -95,8 +105,6 @@ impl<'de> Deserialize<'de> for VersionMeta {
                     ORPHANED_FROM_ANNOTATION,
                 ],
             ),
-            owner_references: m.owner_references,
-            finalizers: m.finalizers,
             managed_fields: writers,
             ..Default::default()
         };
@@ -104,11 +112,25 @@ impl<'de> Deserialize<'de> for VersionMeta {
     }
 }
 
-/// Of a map, only the keys decisions read: whatever else tenants add costs no memory.
+/// The most bytes of a kept label or annotation value: the operator's own are a hash, a
+/// uid or `true`; a longer value (anyone may write one, up to 256 KiB) is cut, which no
+/// decision mistakes for the operator's (a cut hash matches no content).
+const MAX_VALUE: usize = 128;
+
+/// Of a map, only the keys decisions read, each value at most [`MAX_VALUE`] bytes:
+/// whatever else tenants add costs no memory.
 fn only(map: Option<BTreeMap<String, String>>, keys: &[&str]) -> Option<BTreeMap<String, String>> {
     let kept: BTreeMap<String, String> = map?
         .into_iter()
         .filter(|(k, _)| keys.contains(&k.as_str()))
+        .map(|(k, v)| {
+            let v = if v.len() > MAX_VALUE {
+                crate::text::head(&v, MAX_VALUE)
+            } else {
+                v
+            };
+            (k, v)
+        })
         .collect();
     (!kept.is_empty()).then_some(kept)
 }
@@ -260,5 +282,29 @@ mod tests {
         assert!(crate::syncer::drift::written_by_others(v));
         assert_eq!(v.spec, Default::default());
         assert!(VersionMeta::metadata_api());
+    }
+
+    #[test]
+    fn tenant_written_owner_references_and_long_annotation_values_cost_no_memory() {
+        let owner = |i: usize, controller: bool| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "name": format!("cm-{i}"),
+                               "uid": format!("uid-{i}"), "controller": controller})
+        };
+        let mut refs: Vec<_> = (0..500).map(|i| owner(i, false)).collect();
+        refs.push(owner(999, true));
+        let long = "h".repeat(200 << 10);
+        let item = serde_json::json!({"metadata": {
+            "name": "v1", "namespace": "n",
+            "ownerReferences": refs,
+            "finalizers": vec!["example.com/x"; 100],
+            "annotations": {"rancheros.cattle.io/content-hash": long},
+        }});
+        let v: VersionMeta = serde_json::from_value(item).unwrap();
+        let kept = v.0.metadata.owner_references.unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].uid, "uid-999");
+        assert_eq!(v.0.metadata.finalizers, None);
+        let hash = &v.0.metadata.annotations.unwrap()["rancheros.cattle.io/content-hash"];
+        assert!(hash.len() <= MAX_VALUE, "{}", hash.len());
     }
 }
