@@ -106,7 +106,8 @@ pub struct Metrics {
     series: std::sync::Mutex<Series>,
     pub unlisted: Gauge,
     pub unlisted_not_ready: Gauge,
-    /// Set once the controllers run (or wait for leadership): `/readyz` answers 200.
+    /// Set while the replica waits for leadership, and once a leader's watch caches hold
+    /// their first lists (unset while they fill): `/readyz` answers 200.
     pub ready: AtomicBool,
 }
 

@@ -148,6 +148,28 @@ pub async fn run(
         controller: FIELD_MANAGER.into(),
         instance: std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into()),
     };
+    // Ready (`/readyz`) only once every watch cache holds its first list: until then a
+    // sync could not tell what exists. A new leader is unready until its caches fill.
+    metrics
+        .ready
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let filling: Vec<_> = scopes
+        .iter()
+        .map(|s| (s.channels.clone(), s.pods.clone(), s.versions.clone()))
+        .collect();
+    let ready_flag = metrics.clone();
+    let ready = async move {
+        for (channels, pods, versions) in filling {
+            let _ = channels.wait_until_ready().await;
+            let _ = pods.wait_until_ready().await;
+            versions.wait_until_ready().await;
+        }
+        ready_flag
+            .ready
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        info!("watch caches filled: ready");
+        futures::future::pending::<()>().await;
+    };
     let io = KubeIo::new(
         client.clone(),
         scopes,
@@ -156,6 +178,7 @@ pub async fn run(
         registry,
         metrics.clone(),
         settings.write_rates,
+        settings.max_sync_write_bytes,
     );
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
     let streaming = caches::streaming_lists_served(&client, names[0].as_deref()).await;
@@ -250,6 +273,7 @@ pub async fn run(
     tokio::select! {
         _ = futures::future::join_all(controllers) => {}
         _ = futures::future::join_all(feeds) => {}
+        () = ready => {}
     }
 }
 

@@ -271,7 +271,11 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         http,
         registry,
     };
-    metrics.ready.store(true, Ordering::Relaxed);
+    // A replica that waits for the Lease is ready (it serves its endpoints); a leader is
+    // ready once its watch caches have filled (`controller::run` says when).
+    if args.leader_election {
+        metrics.ready.store(true, Ordering::Relaxed);
+    }
     let cidrs = |list: &[Cidr]| {
         list.iter()
             .map(Cidr::to_string)
