@@ -38,6 +38,15 @@ impl Scope {
         self.pods.get(&ObjectRef::new(name).within(namespace))
     }
 
+    /// The pod from the cache once the cache holds its first list; `None` (read it fresh)
+    /// when it does not within [`CACHE_WAIT`]. Until then the store is empty: a sync in
+    /// flight at a restart would see no pod, wait for its next interval, and, its pod then
+    /// changing no more, never be woken (seen after an API server outage).
+    pub async fn filled_pod(&self, namespace: &str, name: &str) -> Option<Option<Arc<Pod>>> {
+        let filled = tokio::time::timeout(CACHE_WAIT, self.pods.wait_until_ready()).await;
+        matches!(filled, Ok(Ok(()))).then(|| self.pod(namespace, name))
+    }
+
     /// The versions of a channel's sync (`version_index::relevant`), made from the cache
     /// for this sync, and what the operator remembers of them; `None` until the cache is
     /// filled.

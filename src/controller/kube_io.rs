@@ -109,10 +109,12 @@ impl ChannelIo for KubeIo {
 
     async fn pod(&self, key: &Key, fresh: bool) -> Result<Option<Arc<Pod>>, kube::Error> {
         let (ns, name) = parts(key);
-        match self.scope(&ns) {
-            Some(scope) if !fresh => Ok(scope.pod(&ns, name)),
-            _ => Ok(self.api::<Pod>(&ns).get_opt(name).await?.map(Arc::new)),
+        if let Some(scope) = self.scope(&ns).filter(|_| !fresh)
+            && let Some(cached) = scope.filled_pod(&ns, name).await
+        {
+            return Ok(cached);
         }
+        Ok(self.api::<Pod>(&ns).get_opt(name).await?.map(Arc::new))
     }
 
     async fn display_log(
