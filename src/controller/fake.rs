@@ -253,6 +253,7 @@ impl ChannelIo for FakeIo {
         options: &OciOptions,
         known: &Validators,
         _max: u64,
+        _hold: &mut crate::budget::Hold,
     ) -> Response {
         let mut world = self.world();
         world.calls.push(format!("pull {}", options.image));

@@ -101,6 +101,7 @@ pub trait ChannelIo: Send + Sync + 'static {
         options: &OciOptions,
         known: &Validators,
         max_bytes: u64,
+        hold: &mut Hold,
     ) -> impl Future<Output = Response> + Send;
 
     /// The version writes among `effects`, all or nothing (dry runs first, undone on a

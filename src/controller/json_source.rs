@@ -38,9 +38,9 @@ impl Remote<'_> {
 }
 
 impl<I: ChannelIo> Context<I> {
-    /// Reads a channel's data; "not modified" is answered from the last good data. A json
-    /// body takes room in the data budget as it arrives; a pulled oci file (bounded by
-    /// --max-output-bytes) takes it once read.
+    /// Reads a channel's data; "not modified" is answered from the last good data. Both a
+    /// json body and an oci pull's data take room in the data budget (`budget`) that all
+    /// syncs share: a json body as it arrives, an oci file before it is read.
     pub(super) async fn fetch(
         &self,
         key: &Key,
@@ -63,12 +63,7 @@ impl<I: ChannelIo> Context<I> {
             Remote::Json(options) => self.io.fetch(options, &validators, max, hold).await,
             Remote::Oci(options) => {
                 let ns = key.namespace.as_deref().unwrap_or_default();
-                let response = self.io.pull(ns, options, &validators, max).await;
-                if let Response::Body { data, .. } = &response {
-                    // Waits for room at most the idle bound; the file is read already.
-                    let _ = hold.grow(data.len()).await;
-                }
-                response
+                self.io.pull(ns, options, &validators, max, hold).await
             }
         };
         match response {

@@ -187,10 +187,13 @@ impl ChannelIo for KubeIo {
         options: &OciOptions,
         known: &Validators,
         max: u64,
+        hold: &mut crate::budget::Hold,
     ) -> Response {
         let secrets = self.api(namespace);
         match crate::registry::secrets::access(&secrets, options).await {
-            Ok(access) => crate::registry::pull(&self.registry, options, &access, known, max).await,
+            Ok(access) => {
+                crate::registry::pull(&self.registry, options, &access, known, max, hold).await
+            }
             Err(why) => Response::Failed(format!("pulling {}: {why}", options.image)),
         }
     }

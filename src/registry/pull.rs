@@ -10,6 +10,7 @@ use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
 use super::session::{Session, chunks, read_capped};
 use super::{Access, Client, PullError, sha256, signature, status_error};
+use crate::budget::Hold;
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
 
@@ -24,6 +25,7 @@ pub async fn pull(
     access: &Access,
     known: &Validators,
     max_bytes: u64,
+    hold: &mut Hold,
 ) -> Response {
     let image = options.image.to_string();
     let known = known
@@ -56,6 +58,7 @@ pub async fn pull(
             known.as_deref(),
             client.max_layer_bytes,
             max_bytes,
+            hold,
         )
         .await;
         debug!(
@@ -93,6 +96,7 @@ async fn run(
     known: Option<&str>,
     max_layer_bytes: u64,
     max_bytes: u64,
+    hold: &mut Hold,
 ) -> Result<Option<(Vec<u8>, String)>, PullError> {
     let image = &options.image;
     let (digest, revision) = match &image.reference {
@@ -175,6 +179,7 @@ async fn run(
                     &named,
                     max_layer_bytes,
                     max_bytes,
+                    hold,
                 )
                 .await?;
                 return Ok(Some((data, revision)));
@@ -239,6 +244,7 @@ async fn read_data(
     named: &str,
     max_layer_bytes: u64,
     max_bytes: u64,
+    hold: &mut Hold,
 ) -> Result<Vec<u8>, PullError> {
     if let Some(data) = layers
         .iter()
@@ -250,6 +256,8 @@ async fn read_data(
                 data.size
             )));
         }
+        // Room in the data budget before a byte is read: its size is known.
+        grow(hold, data.size).await?;
         let response = get_blob(session, &data.digest).await?;
         let body = read_capped(response, max_bytes, "the artifact's data", session).await?;
         if sha256(&body) != data.digest {
@@ -302,7 +310,10 @@ async fn read_data(
         .map_err(|e| PullError::Bad(format!("reading a layer failed: {e}")))?;
         bounds = left;
         match found? {
-            Found::File(data) => return Ok(data),
+            Found::File(data) => {
+                grow(hold, data.len() as u64).await?;
+                return Ok(data);
+            }
             Found::Gone => break,
             Found::Absent => {}
         }
@@ -311,6 +322,14 @@ async fn read_data(
         path,
         image: named.to_string(),
     })
+}
+
+/// Room for `bytes` of channel data in the budget all syncs share (json and oci alike); a
+/// budget full for its idle bound fails the pull, as it fails a json fetch.
+async fn grow(hold: &mut Hold, bytes: u64) -> Result<(), PullError> {
+    hold.grow(usize::try_from(bytes).unwrap_or(usize::MAX))
+        .await
+        .map_err(|stall| PullError::Bad(stall.to_string()))
 }
 
 /// `stream` until `cancel` fires: then one error, and the stream (its connection) is

@@ -86,12 +86,15 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
         ca_pem,
         verify_key,
     };
+    // A budget of its own: one pull, one output's worth.
+    let mut hold = crate::budget::Budget::new(o.max_output_bytes, crate::budget::IDLE).hold();
     match registry::pull(
         &client,
         &options,
         &access,
         &Validators::default(),
         o.max_output_bytes,
+        &mut hold,
     )
     .await
     {

@@ -110,7 +110,11 @@ async fn a_timed_out_pull_stops_reading_its_layer_and_closes_the_connection_at_o
     let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
     let options = options(registry.addr, Duration::from_millis(700));
     let (known, access) = (Validators::default(), Access::default());
-    let pulls = (0..3).map(|_| pull(&client, &options, &access, &known, 1 << 20));
+    let budget = crate::budget::Budget::new(16 << 20, crate::budget::IDLE);
+    let mut holds: Vec<_> = (0..3).map(|_| budget.hold()).collect();
+    let pulls = holds
+        .iter_mut()
+        .map(|hold| pull(&client, &options, &access, &known, 1 << 20, hold));
     for response in futures::future::join_all(pulls).await {
         match response {
             Response::Failed(why) => assert!(why.contains("timed out after"), "{why}"),
@@ -129,4 +133,80 @@ async fn a_timed_out_pull_stops_reading_its_layer_and_closes_the_connection_at_o
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A registry serving one artifact whose layer is `data` (application/json).
+async fn artifact_registry(data: &'static str) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let layer = sha256(data.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{}","artifactType":"application/vnd.rancheros.channel.v1+json","layers":[{{"mediaType":"application/json","digest":"{layer}","size":{}}}]}}"#,
+        manifest::OCI_MANIFEST,
+        data.len()
+    );
+    let digest = sha256(manifest.as_bytes());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let (manifest, digest) = (manifest.clone(), digest.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let body = if head.contains("/blobs/") {
+                    data
+                } else {
+                    &manifest
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ndocker-content-digest: {digest}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+                    manifest::OCI_MANIFEST,
+                    body.len(),
+                    if head.starts_with("HEAD") { "" } else { body }
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_oci_pulls_data_takes_room_in_the_data_budget_json_fetches_share() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let data = r#"[{"metadata":{"name":"v1"},"spec":{"version":"v1"}}]"#;
+    let addr = artifact_registry(data).await;
+    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
+    let options = options(addr, Duration::from_secs(10));
+    let (known, access) = (Validators::default(), Access::default());
+    // A budget of 4 KiB whose reads give up after 300 ms without room.
+    let budget = crate::budget::Budget::new(4 << 10, Duration::from_millis(300));
+
+    // Room free: the data is read and held.
+    let mut hold = budget.hold();
+    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
+        Response::Body { data: got, .. } => assert_eq!(got, data.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(budget.free(), 3, "the pulled data holds 1 KiB of the 4");
+    drop(hold);
+
+    // Another sync (a json fetch, say) holds it all: the pull waits the idle bound, fails,
+    // and holds nothing.
+    let mut other = budget.hold();
+    other.grow(4 << 10).await.unwrap();
+    let mut hold = budget.hold();
+    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
+        Response::Failed(why) => assert!(why.contains("no room for more channel data"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    drop(other);
+    assert_eq!(budget.free(), 4);
 }
