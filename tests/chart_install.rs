@@ -8,6 +8,8 @@ mod chart_support;
 // The tenant attacks, against the same chart (its own release, beside the test below).
 #[path = "chart_install/attacks.rs"]
 mod attacks;
+#[path = "chart_install/hostile_registry.rs"]
+mod hostile_registry;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};

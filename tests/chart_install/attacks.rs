@@ -145,6 +145,69 @@ fn serve(body: String) -> String {
     format!("http://{}:{port}", node_ip())
 }
 
+/// An oci channel on the hostile registry (plain HTTP).
+fn oci_channel(ns: &str, name: &str, image: &str, timeout: &str) -> Value {
+    json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"type": "oci", "options": {"image": image, "insecure": true, "timeout": timeout}}
+    })
+}
+
+/// The operator pod's address.
+fn pod_ip(rel: &Release) -> String {
+    rel.operator_pods()["items"][0]["status"]["podIP"]
+        .as_str()
+        .expect("the operator pod has an IP")
+        .to_string()
+}
+
+/// Connections to the metrics port that each send 300 KiB of a request head that never
+/// ends, one byte block at a time, as any pod in the cluster could.
+struct Slowloris {
+    threads: Vec<std::thread::JoinHandle<bool>>,
+}
+
+impl Slowloris {
+    fn start(ip: &str, count: usize) -> Self {
+        let address = format!("{ip}:8080");
+        let threads = (0..count)
+            .map(|_| {
+                let address = address.clone();
+                std::thread::spawn(move || {
+                    let Ok(mut stream) = std::net::TcpStream::connect(&address) else {
+                        // Refused at once: the connection cap at work.
+                        return true;
+                    };
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
+                    let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n");
+                    let line = format!("X-Pad: {}\r\n", "a".repeat(1000));
+                    for _ in 0..300 {
+                        if stream.write_all(line.as_bytes()).is_err() {
+                            return true;
+                        }
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    // Sent it all without the end of the head: closed by the server since?
+                    let mut buf = [0u8; 1024];
+                    matches!(std::io::Read::read(&mut stream, &mut buf), Ok(0) | Err(_))
+                        || String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 4")
+                })
+            })
+            .collect();
+        Slowloris { threads }
+    }
+
+    /// How many connections the operator ended (refused, closed or answered 4xx).
+    fn finish(self) -> usize {
+        self.threads
+            .into_iter()
+            .filter_map(|t| t.join().ok())
+            .filter(|ended| *ended)
+            .count()
+    }
+}
+
 /// The one operator pod: its name, restart count and last termination reason.
 fn operator_pod(rel: &Release) -> (String, u64, Option<String>) {
     let pods = rel.operator_pods();
@@ -186,9 +249,9 @@ fn apply(object: &Value) {
 #[test]
 fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
     let started = Instant::now();
-    let rel = Release::new("chart-attacks", 6);
-    let [deep, good, big, trickle, forged, esc] =
-        <[String; 6]>::try_from(rel.namespaces.clone()).unwrap();
+    let rel = Release::new("chart-attacks", 7);
+    let [deep, good, big, trickle, forged, esc, oci] =
+        <[String; 7]>::try_from(rel.namespaces.clone()).unwrap();
     let diag = || rel.diagnostics();
     // Three slots: two forged pods holding slots, and the trickling source one, would
     // leave nobody a slot.
@@ -197,8 +260,24 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
         "operator.retryDelay=1s",
         "--set",
         "operator.maxConcurrentSyncs=3",
+        "--set",
+        "operator.allowInsecureRegistries=true",
     ]);
     let (pod, _, _) = operator_pod(&rel);
+
+    // A hostile registry's layers (a 256 MiB tar name, a 64 MiB zstd window, a layer that
+    // drips), pulled by oci channels while everything else below goes on; and a slowloris
+    // burst against the metrics port.
+    let hostile = super::hostile_registry::Hostile::serve(&node_ip());
+    for (name, timeout) in [("longname", "2m"), ("zstdwindow", "2m"), ("drip", "3s")] {
+        apply(&oci_channel(
+            &oci,
+            name,
+            &format!("{}/{name}:v1", hostile.address),
+            timeout,
+        ));
+    }
+    let slowloris = Slowloris::start(&pod_ip(&rel), 600);
 
     // A json source that trickles one byte every 2 s, and another json channel.
     let base = serve(versions_json(&["web-v1".into()]));
@@ -334,6 +413,25 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
         &versions_script(&["fresh-v1".into()]),
     ));
     synced(&forged, "fresh");
+
+    // The hostile layers are refused, each naming its bound; the dripping one times out.
+    for (name, says) in [
+        ("longname", "GNU long-name record of 268435456 bytes"),
+        ("zstdwindow", "67108864-byte window"),
+        ("drip", "timed out after 3s"),
+    ] {
+        let failed = wait_for(&format!("oci channel {name} to fail"), SYNC, diag, || {
+            ready_condition(&channel(&oci, name)).filter(|(_, r, _)| r == "FailedToSync")
+        });
+        assert!(failed.2.contains(says), "{name}: {}", failed.2);
+    }
+    // During the burst the probes still answered (the pod was never restarted, below), and
+    // the burst's connections were ended by the server, not by the test.
+    let ended = slowloris.finish();
+    assert!(
+        ended * 10 >= 600 * 9,
+        "only {ended} of 600 slowloris connections were closed by the operator"
+    );
 
     // The same pod throughout: never restarted, never OOM-killed.
     let (now, restarts, last) = operator_pod(&rel);
