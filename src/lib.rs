@@ -37,6 +37,7 @@ pub mod duration;
 pub mod egress;
 pub mod failure;
 pub mod fetch;
+pub mod http_server;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
