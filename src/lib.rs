@@ -5,8 +5,9 @@
 //! `controller` (the kube-rs controller that performs the decisions), `display` and
 //! `validate` (the other two subcommands), `cli` (`sync`, `status`, `suspend`, `resume`,
 //! `check`, run by users against a cluster), `client` (the kube client every command builds
-//! alike), `metrics`, `budget` (channel data in memory), `pace` (API writes paced per
-//! namespace), `duration` and `stop` (signals).
+//! alike), `metrics`, `http_server` (the bounded server of the metrics and webhook ports),
+//! `budget` (channel data in memory), `pace` (API writes paced per namespace), `duration`
+//! and `stop` (signals).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
 // that remain carry an `allow` with the reason the invariant holds. Arithmetic too: an
@@ -37,6 +38,7 @@ pub mod duration;
 pub mod egress;
 pub mod failure;
 pub mod fetch;
+pub mod http_server;
 pub mod leader;
 pub mod metrics;
 pub mod operator;

@@ -139,7 +139,7 @@ impl Default for Metrics {
         };
         registry.register(
             "webhook_requests",
-            "Requests to the registry webhook, by result (accepted, unauthorized, bad_request, unavailable)",
+            "Requests to the registry webhook, by result (accepted, unauthorized, bad_request, too_large, unavailable)",
             metrics.webhook_requests.clone(),
         );
         registry.register(

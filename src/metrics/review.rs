@@ -2,6 +2,8 @@
 //! a TokenReview and a SubjectAccessReview on the operator's own client (`auth.rs` decides
 //! from their answers). At most [`MAX_REVIEWS`] run at once; a caller past that gets 503
 //! at once, so that a flood of bogus tokens costs the API server a few requests at a time.
+//! A token the cluster allowed before is reviewed again on [`MAX_RENEWALS`] permits of its
+//! own, which no new token takes: a flood cannot keep the scraper from its renewal.
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -14,23 +16,34 @@ use kube::{Api, Client};
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-use super::auth::{self, Cache, Verdict};
+use super::auth::{self, Lookup, Verdict, Verdicts};
 
 /// Reviews under way at once; more callers get 503 until one ends.
 pub const MAX_REVIEWS: usize = 4;
+/// Renewals (tokens allowed before) under way at once, besides [`MAX_REVIEWS`]: two, for a
+/// pair of Prometheus replicas.
+pub const MAX_RENEWALS: usize = 2;
+
+const BUSY: &str = "too many authorization reviews under way; retry later";
 
 pub struct Reviewer {
     client: Client,
     permits: Semaphore,
-    cache: Mutex<Cache>,
+    renewals: Semaphore,
+    cache: Mutex<Verdicts>,
 }
 
 impl Reviewer {
     pub fn new(client: Client) -> Self {
+        Reviewer::with_verdicts(client, Verdicts::default())
+    }
+
+    fn with_verdicts(client: Client, verdicts: Verdicts) -> Self {
         Reviewer {
             client,
             permits: Semaphore::new(MAX_REVIEWS),
-            cache: Mutex::new(Cache::new(auth::CACHE_TTL, auth::CACHE_ENTRIES)),
+            renewals: Semaphore::new(MAX_RENEWALS),
+            cache: Mutex::new(verdicts),
         }
     }
 
@@ -41,16 +54,20 @@ impl Reviewer {
             Err(verdict) => return verdict,
         };
         let key = auth::token_hash(token);
-        if let Some(verdict) = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&key, Instant::now()))
-        {
-            return verdict;
-        }
-        let Ok(_permit) = self.permits.try_acquire() else {
-            return Verdict::Unavailable("too many authorization reviews under way; retry later");
+        let known = match self.cache.lock() {
+            Ok(cache) => cache.lookup(&key, Instant::now()),
+            Err(_) => Lookup::Ask,
+        };
+        let permit = match known {
+            Lookup::Cached(verdict) => return verdict,
+            Lookup::Renew => self
+                .renewals
+                .try_acquire()
+                .or_else(|_| self.permits.try_acquire()),
+            Lookup::Ask => self.permits.try_acquire(),
+        };
+        let Ok(_permit) = permit else {
+            return Verdict::Unavailable(BUSY);
         };
         let verdict = self.ask(token).await;
         if let Ok(mut cache) = self.cache.lock() {
@@ -102,3 +119,6 @@ fn unavailable(review: &str, e: &kube::Error) -> Verdict {
     warn!("/metrics: cannot ask the API server a {review}: {e}");
     Verdict::Unavailable("the API server could not be asked whether the caller may read /metrics")
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,7 @@
 //! The `/metrics`, `/healthz` and `/readyz` endpoints. The probes answer anyone (the
 //! kubelet sends no token); `/metrics` answers only callers the cluster authorises, unless
-//! the operator runs with `--metrics-insecure`.
+//! the operator runs with `--metrics-insecure`. The server is bounded
+//! ([`crate::http_server`]), and the probes keep a reserve of connections past its cap.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,6 +65,9 @@ async fn readyz(State(s): State<Arc<Served>>) -> impl IntoResponse {
     }
 }
 
+/// The kubelet's paths: served from the reserved connections too.
+const PROBES: &[&str] = &["/healthz", "/readyz"];
+
 /// Serves the endpoints until `shutdown` resolves.
 pub async fn serve(
     addr: SocketAddr,
@@ -77,7 +81,12 @@ pub async fn serve(
         .route("/readyz", get(readyz))
         .with_state(Arc::new(Served { metrics, access }));
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    crate::http_server::serve(
+        listener,
+        app,
+        PROBES,
+        crate::http_server::Limits::default(),
+        shutdown,
+    )
+    .await
 }

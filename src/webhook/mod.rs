@@ -14,8 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -32,7 +31,8 @@ use crate::metrics::Metrics;
 pub const PATH: &str = "/hook/registry";
 /// The field manager of the webhook's requests, apart from the operator's own writes.
 pub const FIELD_MANAGER: &str = "rancheros-operator-webhook";
-/// A registry's notification envelope is a few KiB; more is not one.
+/// A registry's notification envelope is a few KiB; more is not one. Read only once the
+/// caller's token is checked.
 const MAX_BODY: usize = 1 << 20;
 /// A token file is one line; a bigger file is a mistake, not a token.
 const MAX_TOKEN: u64 = 4096;
@@ -67,21 +67,27 @@ impl Hook {
     }
 }
 
-/// Serves the webhook until `shutdown`.
+/// Serves the webhook until `shutdown`, within the bounds of [`crate::http_server`].
 pub async fn serve(
     addr: SocketAddr,
     hook: Arc<Hook>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route(PATH, post(handle))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(hook);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(%addr, path = PATH, "serving the registry webhook");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    // No probe is sent to this port: no reserve.
+    crate::http_server::serve(
+        listener,
+        router(hook),
+        &[],
+        crate::http_server::Limits::default(),
+        shutdown,
+    )
+    .await
+}
+
+fn router(hook: Arc<Hook>) -> Router {
+    Router::new().route(PATH, post(handle)).with_state(hook)
 }
 
 /// What a request came to, for the answer and the metric.
@@ -89,6 +95,7 @@ enum Answer {
     Accepted { pushes: usize, channels: usize },
     Unauthorized,
     BadRequest(String),
+    TooLarge,
     Unavailable(String),
 }
 
@@ -98,6 +105,7 @@ impl Answer {
             Answer::Accepted { .. } => "accepted",
             Answer::Unauthorized => "unauthorized",
             Answer::BadRequest(_) => "bad_request",
+            Answer::TooLarge => "too_large",
             Answer::Unavailable(_) => "unavailable",
         }
     }
@@ -121,6 +129,11 @@ impl IntoResponse for Answer {
             Answer::BadRequest(why) => {
                 (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response()
             }
+            Answer::TooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is over {MAX_BODY} bytes or was not sent whole\n"),
+            )
+                .into_response(),
             // 503: a registry retries it later, and no push is lost.
             Answer::Unavailable(why) => {
                 (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response()
@@ -129,13 +142,16 @@ impl IntoResponse for Answer {
     }
 }
 
-async fn handle(State(hook): State<Arc<Hook>>, headers: HeaderMap, body: Bytes) -> Response {
-    let answer = answer(&hook, &headers, &body).await;
+/// Takes the request whole, not a body extractor: the body is read only after the token is
+/// checked, so a caller without it costs no read at all (whatever length it declares).
+async fn handle(State(hook): State<Arc<Hook>>, request: Request) -> Response {
+    let answer = answer(&hook, request).await;
     hook.metrics.webhook_request(answer.label());
     answer.into_response()
 }
 
-async fn answer(hook: &Hook, headers: &HeaderMap, body: &[u8]) -> Answer {
+async fn answer(hook: &Hook, request: Request) -> Answer {
+    let (parts, body) = request.into_parts();
     // Read on every request, so that a rotated Secret takes effect without a restart.
     let token = match read_token(&hook.token_file).await {
         Ok(token) => token,
@@ -144,10 +160,14 @@ async fn answer(hook: &Hook, headers: &HeaderMap, body: &[u8]) -> Answer {
             return Answer::Unavailable("the webhook's token cannot be read".into());
         }
     };
-    if !authorized(headers, &token) {
+    if !authorized(&parts.headers, &token) {
         return Answer::Unauthorized;
     }
-    let pushes = match push::parse(body) {
+    // The server's request timeout bounds how long this read may take.
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return Answer::TooLarge;
+    };
+    let pushes = match push::parse(&body) {
         Ok(pushes) => pushes,
         Err(e) => return Answer::BadRequest(e.to_string()),
     };
@@ -260,6 +280,9 @@ async fn request_syncs(hook: &Hook, pushes: &[push::Push]) -> Result<usize, kube
     hook.metrics.webhook_syncs_requested(annotated);
     Ok(annotated)
 }
+
+#[cfg(test)]
+mod serve_tests;
 
 #[cfg(test)]
 mod tests {

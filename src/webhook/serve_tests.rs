@@ -1,0 +1,132 @@
+//! The webhook behind the bounded server, against raw TCP peers: the token is checked before
+//! a byte of the body is read, and an authorised body that drips ends at the request
+//! timeout. The kube client is a fake that no test here reaches.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{Request, Response};
+use kube::client::Body;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::http_server::{self, Limits};
+
+const PATIENCE: Duration = Duration::from_secs(10);
+const TOKEN: &str = "s3cret";
+
+fn limits() -> Limits {
+    Limits {
+        request: Duration::from_millis(300),
+        ..Limits::default()
+    }
+}
+
+/// A webhook on 127.0.0.1 whose token file holds [`TOKEN`].
+async fn start(name: &str) -> (SocketAddr, Arc<Metrics>) {
+    let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    // The handle is dropped: a request to the fake API server would fail, and none is made.
+    let client = Client::new(service, "default");
+    let dir = std::env::temp_dir().join(format!("hook-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let hook = Arc::new(Hook::new(client, vec![], token_file, metrics.clone()));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(http_server::serve(
+        listener,
+        router(hook),
+        &[],
+        limits(),
+        std::future::pending(),
+    ));
+    (addr, metrics)
+}
+
+/// Sends `head` (and no body), then reads the answer until the connection closes.
+async fn answer_to(addr: SocketAddr, head: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "answered and closed");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_token_less_post_declaring_100_mib_is_401_without_its_body_being_read() {
+    let (addr, metrics) = start("no-token").await;
+    for authorization in ["", "Authorization: Bearer wrong\r\n"] {
+        // Content-Length: 100 MiB, and no byte of it sent: the answer cannot wait for it.
+        let head = format!(
+            "POST {PATH} HTTP/1.1\r\nHost: x\r\n{authorization}Content-Length: 104857600\r\n\r\n"
+        );
+        let answer = answer_to(addr, &head).await;
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+    assert!(
+        metrics
+            .encode()
+            .contains("webhook_requests_total{result=\"unauthorized\"} 2"),
+        "{}",
+        metrics.encode()
+    );
+}
+
+#[tokio::test]
+async fn an_authorised_body_that_drips_ends_at_the_request_timeout() {
+    let (addr, _) = start("drip").await;
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let drip = tokio::spawn(async move {
+        for _ in 0..1000 {
+            if writer.write_all(b"{").await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "answered and closed");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    drip.abort();
+}
+
+#[tokio::test]
+async fn an_authorised_body_is_read_and_one_over_1_mib_is_413() {
+    let (addr, _) = start("read").await;
+    let body = r#"{"events": []}"#;
+    let head = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = answer_to(addr, &head).await;
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    assert!(answer.contains(r#"{"channels":0,"pushes":0}"#), "{answer}");
+
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        MAX_BODY + 1
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let send = tokio::spawn(async move {
+        let _ = writer.write_all(&vec![b' '; MAX_BODY + 1]).await;
+    });
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "answered and closed");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    send.abort();
+}
