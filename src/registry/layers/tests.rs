@@ -595,3 +595,103 @@ fn sha512_digests_are_verified_and_other_algorithms_refused() {
         );
     }
 }
+
+/// The bytes a closure allocates on its own thread, at their peak: the tests of this crate
+/// run on threads of their own, so one's allocations do not count in another's.
+mod peak {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    fn add(n: isize) {
+        let _ = LIVE.try_with(|live| {
+            let now = live.get() + n;
+            live.set(now);
+            let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+        });
+    }
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                add(layout.size() as isize);
+            }
+            p
+        }
+        unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(p, layout) };
+            add(-(layout.size() as isize));
+        }
+        unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            let q = unsafe { System.realloc(p, layout, size) };
+            if !q.is_null() {
+                // At the moment of a move both are held.
+                add(size as isize);
+                add(-(layout.size() as isize));
+            }
+            q
+        }
+    }
+
+    /// What `f` returns, and the most it held allocated at once.
+    pub fn of<T>(f: impl FnOnce() -> T) -> (T, usize) {
+        let base = LIVE.with(Cell::get);
+        PEAK.with(|p| p.set(base));
+        let out = f();
+        let peak = PEAK.with(Cell::get) - base;
+        (out, peak.max(0) as usize)
+    }
+}
+
+#[global_allocator]
+static COUNTING: peak::Counting = peak::Counting;
+
+#[test]
+fn one_search_holds_its_documented_bound_whatever_the_layer_declares() {
+    const MIB: usize = 1 << 20;
+    let budget = || Bounds {
+        max_file: 1 << 20,
+        layer_budget: 1 << 30,
+        layer_limit: 1 << 30,
+    };
+    // A long name of 32 MiB really there (a gzip of 32 KiB): refused, nothing of it held.
+    let mut layer = entry(b'L', "././@LongLink", 32 << 20, &vec![b'a'; 32 << 20]);
+    layer.extend(file("channel.json", DATA));
+    let blob = gzip(&end(layer));
+    let (found, held) = peak::of(|| look(&blob, Compression::Gzip, "/channel.json", &mut budget()));
+    assert!(matches!(found, Err(LayerError::Record { .. })), "{found:?}");
+    assert!(held < MIB, "{held} bytes held");
+    // 48 MiB of gzip layer walked: flat.
+    let big = vec![7u8; 16 << 20];
+    let layer = tar_of(&[
+        ("a", Some(&big)),
+        ("b", Some(&big)),
+        ("c", Some(&big)),
+        ("channel.json", Some(DATA)),
+    ]);
+    let blob = gzip(&layer);
+    let (found, held) = peak::of(|| look(&blob, Compression::Gzip, "/channel.json", &mut budget()));
+    assert_eq!(found, Ok(Found::File(DATA.to_vec())));
+    assert!(held < MIB, "{held} bytes held");
+    // zstd at the window cap, 48 MiB of content: the window's worth and its growth.
+    let blob = zstd_frame(Some(13 << 3), None, &layer);
+    let (found, held) = peak::of(|| look(&blob, Compression::Zstd, "/channel.json", &mut budget()));
+    assert_eq!(found, Ok(Found::File(DATA.to_vec())));
+    eprintln!("zstd at an 8 MiB window: {held} bytes held at the peak");
+    assert!(held < 25 * MIB, "{held} bytes held");
+    // A window of 1 GiB declared: refused before the decoder holds any of it.
+    let blob = zstd_frame(Some(20 << 3), None, &layer);
+    let (found, held) = peak::of(|| look(&blob, Compression::Zstd, "/channel.json", &mut budget()));
+    assert!(
+        matches!(found, Err(LayerError::ZstdWindow { .. })),
+        "{found:?}"
+    );
+    assert!(held < MIB, "{held} bytes held");
+}
