@@ -192,3 +192,23 @@ impl Algorithm {
 pub fn matches(expected: &str, data: &[u8]) -> Option<bool> {
     Algorithm::of(expected).map(|a| a.digest(data) == expected)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_checked_with_the_algorithm_they_name_and_others_are_unverifiable() {
+        let data = b"an index entry's manifest";
+        let sha512 = Algorithm::Sha512.digest(data);
+        assert_eq!(matches(&sha512, data), Some(true));
+        assert_eq!(matches(&sha512, b"another"), Some(false));
+        assert_eq!(matches(&sha256(data), data), Some(true));
+        // The same hex under another name is not it.
+        let renamed = sha512.replacen("sha512:", "sha256:", 1);
+        assert_eq!(matches(&renamed, data), Some(false));
+        for unknown in ["md5:00", "sha384:00", "blake3:00", "sha256", ""] {
+            assert_eq!(matches(unknown, data), None, "{unknown}");
+        }
+    }
+}
