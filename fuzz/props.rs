@@ -849,3 +849,83 @@ pub fn syncer_decide(data: &[u8]) {
         );
     }
 }
+
+/// One image layer searched for a file (`registry::layers::search`): the bytes as a tar
+/// stream, sent plain, as gzip and as zstd of it (valid compressed streams), then the bytes
+/// themselves as a gzip and a zstd blob; with small bounds.
+pub fn layer_walk(data: &[u8]) {
+    layer_walk_once(data);
+    // Mutated headers mostly fail their checksum: again with every block that looks like a
+    // header (its magic, `ustar`, in place) summed anew, so the fields changed are read.
+    let mut fixed = data.to_vec();
+    for block in fixed.chunks_exact_mut(512) {
+        if block.get(257..262) == Some(&b"ustar"[..]) {
+            block[148..156].fill(b' ');
+            let sum: u32 = block.iter().map(|b| u32::from(*b)).sum();
+            block[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        }
+    }
+    if fixed != data {
+        layer_walk_once(&fixed);
+    }
+}
+
+fn layer_walk_once(data: &[u8]) {
+    use rancheros_operator::registry::layers::{self, Bounds, Found, LayerError};
+    use rancheros_operator::registry::manifest::Compression;
+    use rancheros_operator::registry::sha256;
+    use std::io::Write;
+
+    const MAX_FILE: u64 = 64;
+    const BUDGET: u64 = 64 << 10;
+    let search = |blob: &[u8], c: Compression| {
+        let mut bounds = Bounds {
+            max_file: MAX_FILE,
+            layer_budget: BUDGET,
+            layer_limit: BUDGET,
+        };
+        let found = layers::search(
+            blob,
+            c,
+            "/channel.json",
+            &sha256(blob),
+            blob.len() as u64,
+            &mut bounds,
+        );
+        // Within the bounds whatever the bytes.
+        assert!(bounds.layer_budget <= BUDGET, "{c:?}");
+        if let Ok(Found::File(file)) = &found {
+            assert!(file.len() as u64 <= MAX_FILE, "{c:?}: {} bytes", file.len());
+        }
+        (found, bounds.layer_budget)
+    };
+
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(data).expect("a Vec takes every write");
+    let gz = gz.finish().expect("a Vec takes every write");
+    let zst = ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest);
+
+    // The same tar stream says the same thing however it is compressed, and as much of the
+    // budget is read: only the kind named in a corrupt stream's message differs.
+    let plain = search(data, Compression::None);
+    for (blob, c) in [(gz, Compression::Gzip), (zst, Compression::Zstd)] {
+        let other = search(&blob, c);
+        match (&plain.0, &other.0) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{c:?}"),
+            (Err(LayerError::Corrupt { why: a, .. }), Err(LayerError::Corrupt { why: b, .. })) => {
+                assert_eq!(a, b, "{c:?}")
+            }
+            (Err(a), Err(b)) => assert_eq!(
+                a.to_string().replace(&sha256(data), ""),
+                b.to_string().replace(&sha256(&blob), ""),
+                "{c:?}"
+            ),
+            (a, b) => panic!("plain {a:?} but {c:?} {b:?}"),
+        }
+        assert_eq!(plain.1, other.1, "{c:?}: budget left");
+    }
+
+    // The bytes as a compressed blob: no panic, within the bounds.
+    let _ = search(data, Compression::Gzip);
+    let _ = search(data, Compression::Zstd);
+}

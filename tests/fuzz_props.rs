@@ -1,6 +1,7 @@
-//! A bounded, deterministic run of the five fuzz targets of `fuzz/` (docs/fuzzing.md):
+//! A bounded, deterministic run of the six fuzz targets of `fuzz/` (docs/fuzzing.md):
 //! channel data parsing and validate's rendering, a channel's spec to its configuration,
-//! the display framing, durations, and the decision core on arbitrary observations. Each target gets its committed seed corpus
+//! the display framing, durations, the decision core on arbitrary observations, and the
+//! search of an image layer. Each target gets its committed seed corpus
 //! (`fuzz/corpus/<target>/`), then random mutations of it (bit flips, cuts, splices,
 //! multi-byte and NUL characters, huge numbers, deep nesting), all checked against the same
 //! properties as the cargo-fuzz targets (`fuzz/props.rs`): no panic, and the results agree.
@@ -197,7 +198,7 @@ fn run_one(target: &str, what: &str, data: &[u8], check: fn(&[u8])) {
     }
 }
 
-// Mutations per target: about 30 s in all in a debug build on 2 busy cores.
+// Mutations per target: about 40 s in all in a debug build on 2 busy cores.
 #[test]
 fn channel_parse() {
     fuzz("channel_parse", 50_000, props::channel_parse);
@@ -221,6 +222,11 @@ fn duration_parse() {
 #[test]
 fn syncer_decide() {
     fuzz("syncer_decide", 20_000, props::syncer_decide);
+}
+
+#[test]
+fn layer_walk() {
+    fuzz("layer_walk", 2_000, props::layer_walk);
 }
 
 /// Inputs fuzzing found failing, kept as they were found (also in the seed corpus).

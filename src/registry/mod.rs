@@ -144,7 +144,71 @@ fn status_error(
 
 /// The digest (`sha256:<hex>`) of bytes.
 pub fn sha256(data: &[u8]) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, data);
-    let hex: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    Algorithm::Sha256.digest(data)
+}
+
+/// The digest algorithms a descriptor may name and this client verifies: the two the OCI
+/// image spec registers. Any other is refused, never skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Sha256,
+    Sha512,
+}
+
+impl Algorithm {
+    /// The algorithm `digest` (`<algorithm>:<hex>`) names; `None`: none of these.
+    pub fn of(digest: &str) -> Option<Algorithm> {
+        match digest.split_once(':')?.0 {
+            "sha256" => Some(Algorithm::Sha256),
+            "sha512" => Some(Algorithm::Sha512),
+            _ => None,
+        }
+    }
+
+    pub fn ring(self) -> &'static ring::digest::Algorithm {
+        match self {
+            Algorithm::Sha256 => &ring::digest::SHA256,
+            Algorithm::Sha512 => &ring::digest::SHA512,
+        }
+    }
+
+    /// `<algorithm>:<hex>` of a finished hash of this algorithm.
+    pub fn name(self, hash: &ring::digest::Digest) -> String {
+        let prefix = match self {
+            Algorithm::Sha256 => "sha256",
+            Algorithm::Sha512 => "sha512",
+        };
+        let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        format!("{prefix}:{hex}")
+    }
+
+    pub fn digest(self, data: &[u8]) -> String {
+        self.name(&ring::digest::digest(self.ring(), data))
+    }
+}
+
+/// Whether `data` is what `expected` names; `None`: `expected` names an algorithm this
+/// client does not verify.
+pub fn matches(expected: &str, data: &[u8]) -> Option<bool> {
+    Algorithm::of(expected).map(|a| a.digest(data) == expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_checked_with_the_algorithm_they_name_and_others_are_unverifiable() {
+        let data = b"an index entry's manifest";
+        let sha512 = Algorithm::Sha512.digest(data);
+        assert_eq!(matches(&sha512, data), Some(true));
+        assert_eq!(matches(&sha512, b"another"), Some(false));
+        assert_eq!(matches(&sha256(data), data), Some(true));
+        // The same hex under another name is not it.
+        let renamed = sha512.replacen("sha512:", "sha256:", 1);
+        assert_eq!(matches(&renamed, data), Some(false));
+        for unknown in ["md5:00", "sha384:00", "blake3:00", "sha256", ""] {
+            assert_eq!(matches(unknown, data), None, "{unknown}");
+        }
+    }
 }

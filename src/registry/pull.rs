@@ -9,7 +9,7 @@ use tracing::debug;
 use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
 use super::session::{Session, chunks, read_capped};
-use super::{Access, Client, PullError, sha256, signature, status_error};
+use super::{Access, Client, PullError, matches, sha256, signature, status_error};
 use crate::budget::Hold;
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
@@ -126,11 +126,19 @@ async fn run(
     for _ in 0..MAX_MANIFESTS {
         let (body, content_type) = get_manifest(session, &reference).await?;
         let actual = sha256(&body);
-        if reference.starts_with("sha256:") && actual != reference {
-            return Err(PullError::Bad(format!(
-                "the manifest of {} does not match its digest {reference}",
-                image.repo()
-            )));
+        // A reference with a colon is a digest (a tag has none), the top one's or an index
+        // entry's: the body is what it names, whichever algorithm it names.
+        if reference.contains(':') {
+            match matches(&reference, &body) {
+                Some(true) => {}
+                Some(false) => {
+                    return Err(PullError::Bad(format!(
+                        "the manifest of {} does not match its digest {reference}",
+                        image.repo()
+                    )));
+                }
+                None => return Err(PullError::Bad(unverifiable("a manifest", &reference))),
+            }
         }
         if top.is_none()
             && let Some(key) = verify_key
@@ -190,6 +198,13 @@ async fn run(
         "the image index of {} points to another index",
         image.repo()
     )))
+}
+
+/// Why a digest of an algorithm this client does not verify is refused.
+fn unverifiable(what: &str, digest: &str) -> String {
+    format!(
+        "{what} has digest {digest}, of an algorithm this client cannot verify (sha256 and sha512 are)"
+    )
 }
 
 /// The tag's digest, from one `HEAD` (`None`: the registry did not say it).
@@ -260,11 +275,20 @@ async fn read_data(
         grow(hold, data.size).await?;
         let response = get_blob(session, &data.digest).await?;
         let body = read_capped(response, max_bytes, "the artifact's data", session).await?;
-        if sha256(&body) != data.digest {
-            return Err(PullError::Bad(format!(
-                "the artifact's data does not match its digest {}",
-                data.digest
-            )));
+        match matches(&data.digest, &body) {
+            Some(true) => {}
+            Some(false) => {
+                return Err(PullError::Bad(format!(
+                    "the artifact's data does not match its digest {}",
+                    data.digest
+                )));
+            }
+            None => {
+                return Err(PullError::Bad(unverifiable(
+                    "the artifact's data",
+                    &data.digest,
+                )));
+            }
         }
         return Ok(body);
     }

@@ -3,7 +3,7 @@
 
 use super::pull::{get_blob, get_manifest};
 use super::session::{Session, read_capped};
-use super::{PullError, sha256};
+use super::{PullError, matches};
 use crate::cosign::{self, MAX_PAYLOAD_BYTES, PublicKey};
 
 /// Verifies that `digest` (the manifest the tag names) is signed by `key_pem`.
@@ -36,7 +36,7 @@ pub(super) async fn verify(
         let payload =
             read_capped(response, MAX_PAYLOAD_BYTES, "a signature payload", session).await?;
         // A payload that is not the blob its layer names is not what was signed.
-        if sha256(&payload) == layer.payload_digest {
+        if matches(&layer.payload_digest, &payload) == Some(true) {
             signed.push((payload, layer.signature));
         }
     }
