@@ -61,6 +61,9 @@ pub enum LayerError {
     TooMuch { path: String, limit: u64 },
     #[error("{path} is more than {limit} bytes (--max-output-bytes)")]
     FileTooLarge { path: String, limit: u64 },
+    /// The data budget had no room for the file (it was not read).
+    #[error("{why}")]
+    NoRoom { why: String },
     #[error("{path} is not a regular file in the layer (a link or a directory)")]
     NotRegular { path: String },
     #[error("layer {digest} does not match its digest (it was changed or cut short)")]
@@ -113,6 +116,32 @@ pub fn search(
     size: u64,
     bounds: &mut Bounds,
 ) -> Result<Found, LayerError> {
+    search_reserving(
+        blob,
+        compression,
+        path,
+        digest_name,
+        size,
+        bounds,
+        &mut |_| Ok(()),
+    )
+}
+
+/// Room for the file, asked before its bytes are read: its size, from its tar header
+/// (already within `max_file`); `Err` says why there is none.
+pub type Reserve<'a> = dyn FnMut(u64) -> Result<(), String> + 'a;
+
+/// [`search`], asking `reserve` for room before the file's bytes are read (the data budget
+/// all syncs share), so the file is never in memory uncounted.
+pub fn search_reserving(
+    blob: impl Read,
+    compression: Compression,
+    path: &str,
+    digest_name: &str,
+    size: u64,
+    bounds: &mut Bounds,
+    reserve: &mut Reserve<'_>,
+) -> Result<Found, LayerError> {
     let algorithm = Algorithm::of(digest_name).ok_or_else(|| LayerError::Algorithm {
         digest: digest_name.to_string(),
     })?;
@@ -146,7 +175,7 @@ pub fn search(
             left: bounds.layer_budget,
             exceeded: false,
         };
-        let result = walk(&mut counted, path, digest_name, bounds.max_file);
+        let result = walk(&mut counted, path, digest_name, bounds.max_file, reserve);
         bounds.layer_budget = counted.left;
         if counted.exceeded {
             return Err(LayerError::TooMuch {
@@ -239,7 +268,13 @@ impl From<io::Error> for Walk {
 /// long name or a PAX header whole, however large: here each header is parsed by
 /// `tar::Header`, the extension records are sized before they are read, and what they
 /// say of the next entry is applied as `Archive` applies it.
-fn walk(mut decoded: impl Read, path: &str, digest: &str, max_file: u64) -> Result<Found, Walk> {
+fn walk(
+    mut decoded: impl Read,
+    path: &str,
+    digest: &str,
+    max_file: u64,
+    reserve: &mut Reserve<'_>,
+) -> Result<Found, Walk> {
     let mut gone = false;
     let mut next = Pending::default();
     let mut header = tar::Header::new_old();
@@ -315,6 +350,7 @@ fn walk(mut decoded: impl Read, path: &str, digest: &str, max_file: u64) -> Resu
                     limit: max_file,
                 }));
             }
+            reserve(size).map_err(|why| Walk::Layer(LayerError::NoRoom { why }))?;
             let mut data = Vec::new();
             (&mut decoded).take(size).read_to_end(&mut data)?;
             if (data.len() as u64) < size {

@@ -14,6 +14,12 @@ use crate::budget::Hold;
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
 
+/// How many zstd layers are decoded at once, all pulls together (each decoder holds up to
+/// ~25 MiB at the window cap, `layers::MAX_ZSTD_WINDOW`).
+pub const ZSTD_DECODERS_AT_ONCE: usize = 2;
+static ZSTD_DECODERS: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(ZSTD_DECODERS_AT_ONCE);
+
 /// The most manifests one pull follows (an index, then its image).
 const MAX_MANIFESTS: usize = 2;
 
@@ -318,6 +324,18 @@ async fn read_data(
             }
             .into());
         }
+        // A zstd decoder holds up to ~25 MiB (its window, capped): so many at once, however
+        // many syncs pull, that concurrency cannot multiply it; taken before the blob is asked
+        // for, so a waiting pull holds no connection. The wait ends with the pull.
+        let decoder = match compression {
+            manifest::Compression::Zstd => Some(
+                ZSTD_DECODERS
+                    .acquire()
+                    .await
+                    .map_err(|_| PullError::Bad("no zstd decoder".into()))?,
+            ),
+            _ => None,
+        };
         let response = get_blob(session, &layer.digest).await?;
         let stream = chunks(response, session).map_err(|e| match e {
             PullError::Transport(text) => std::io::Error::other(Transport(text)),
@@ -326,12 +344,42 @@ async fn read_data(
         let stream = until_cancelled(stream, cancel.clone());
         let blob = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(stream));
         let (digest, size, wanted) = (layer.digest.clone(), layer.size, path.clone());
+        // The file takes room in the data budget before its bytes are read: the hold goes
+        // to the blocking task and comes back with its answer (or, the pull dropped, is
+        // given back when the task ends).
+        let room = std::sync::Arc::new(std::sync::Mutex::new(Some(std::mem::replace(
+            hold,
+            hold.budget().hold(),
+        ))));
+        let (in_task, runtime) = (room.clone(), tokio::runtime::Handle::current());
         let (found, left) = tokio::task::spawn_blocking(move || {
-            let found = layers::search(blob, compression, &wanted, &digest, size, &mut bounds);
+            let _decoder = decoder;
+            let mut reserve = |bytes: u64| -> Result<(), String> {
+                let mut held = in_task.lock().map_err(|_| "the data budget".to_string())?;
+                let Some(hold) = held.as_mut() else {
+                    return Ok(());
+                };
+                let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+                runtime
+                    .block_on(hold.grow(bytes))
+                    .map_err(|s| s.to_string())
+            };
+            let found = layers::search_reserving(
+                blob,
+                compression,
+                &wanted,
+                &digest,
+                size,
+                &mut bounds,
+                &mut reserve,
+            );
             (found, bounds)
         })
         .await
         .map_err(|e| PullError::Bad(format!("reading a layer failed: {e}")))?;
+        if let Some(back) = room.lock().ok().and_then(|mut r| r.take()) {
+            *hold = back;
+        }
         bounds = left;
         match found? {
             Found::File(data) => {

@@ -20,11 +20,16 @@ struct Dripping {
 }
 
 async fn dripping_registry() -> Dripping {
+    dripping_registry_of("application/vnd.oci.image.layer.v1.tar+gzip").await
+}
+
+/// [`dripping_registry`] with a layer of this media type.
+async fn dripping_registry_of(media_type: &'static str) -> Dripping {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let layer = "sha256:".to_string() + &"ab".repeat(32);
     let manifest = format!(
-        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer}","size":1048576}}]}}"#,
+        r#"{{"schemaVersion":2,"mediaType":"{OCI_MANIFEST}","layers":[{{"mediaType":"{media_type}","digest":"{layer}","size":1048576}}]}}"#,
         OCI_MANIFEST = manifest::OCI_MANIFEST
     );
     let digest = sha256(manifest.as_bytes());
@@ -68,12 +73,12 @@ async fn dripping_registry() -> Dripping {
                 }
                 let answer = if head.starts_with("HEAD") {
                     format!(
-                        "HTTP/1.1 200 OK\r\ndocker-content-digest: {digest}\r\ncontent-length: {}\r\n\r\n",
+                        "HTTP/1.1 200 OK\r\ndocker-content-digest: {digest}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                         manifest.len()
                     )
                 } else {
                     format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n{manifest}",
+                        "HTTP/1.1 200 OK\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{manifest}",
                         manifest::OCI_MANIFEST,
                         manifest.len()
                     )
@@ -209,4 +214,117 @@ async fn an_oci_pulls_data_takes_room_in_the_data_budget_json_fetches_share() {
     }
     drop(other);
     assert_eq!(budget.free(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zstd_layers_are_decoded_a_few_at_a_time_whatever_the_number_of_pulls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let registry = dripping_registry_of("application/vnd.oci.image.layer.v1.tar+zstd").await;
+    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
+    let options = options(registry.addr, Duration::from_millis(1500));
+    let (known, access) = (Validators::default(), Access::default());
+    let budget = crate::budget::Budget::new(16 << 20, crate::budget::IDLE);
+    let mut holds: Vec<_> = (0..5).map(|_| budget.hold()).collect();
+    let pulls = holds
+        .iter_mut()
+        .map(|hold| pull(&client, &options, &access, &known, 1 << 20, hold));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (seen, open) = (most.clone(), registry.open_layers.clone());
+    // Watched until just before the pulls time out (then a waiting pull may start as one
+    // ends, and the registry sees both for a moment).
+    let watch = tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + Duration::from_millis(1200);
+        while tokio::time::Instant::now() < until {
+            seen.fetch_max(open.load(Ordering::SeqCst), Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    futures::future::join_all(pulls).await;
+    watch.await.unwrap();
+    // Five pulls of a dripping layer: as many read at once as there are decoders.
+    let most = most.load(Ordering::SeqCst);
+    assert_eq!(most, ZSTD_DECODERS_AT_ONCE, "zstd layers read at once");
+}
+
+#[tokio::test]
+async fn a_layers_file_takes_room_in_the_data_budget_before_it_is_read() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let file = format!("[{}]", vec![r#"{"metadata":{"name":"v"}}"#; 100].join(","));
+    let addr = image_registry(&file).await;
+    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
+    let options = options(addr, Duration::from_secs(10));
+    let (known, access) = (Validators::default(), Access::default());
+    let budget = crate::budget::Budget::new(4 << 10, Duration::from_millis(300));
+    // 2 of the 4 KiB held elsewhere; the 2.6 KiB file (3 KiB of room) does not fit, and
+    // is not read.
+    let mut other = budget.hold();
+    other.grow(2 << 10).await.unwrap();
+    let mut hold = budget.hold();
+    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
+        Response::Failed(why) => assert!(why.contains("no room for more channel data"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(budget.free(), 2, "the failed pull holds nothing");
+    drop(other);
+    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
+        Response::Body { data, .. } => assert_eq!(data, file.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(budget.free(), 1, "the file holds its 3 KiB");
+}
+
+/// A registry serving one image whose one gzip layer holds `/channel.json` = `file`.
+async fn image_registry(file: &str) -> SocketAddr {
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(file.len() as u64);
+    h.set_mode(0o644);
+    h.set_entry_type(tar::EntryType::Regular);
+    tar.append_data(&mut h, "channel.json", file.as_bytes())
+        .unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &tar.into_inner().unwrap()).unwrap();
+    let layer: &'static [u8] = gz.finish().unwrap().leak();
+    let manifest: &'static str = format!(
+        r#"{{"schemaVersion":2,"mediaType":"{}","layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{}","size":{}}}]}}"#,
+        manifest::OCI_MANIFEST,
+        sha256(layer),
+        layer.len()
+    )
+    .leak();
+    let digest = sha256(manifest.as_bytes());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let digest = digest.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let body: &[u8] = if head.contains("/blobs/") {
+                    layer
+                } else {
+                    manifest.as_bytes()
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ndocker-content-digest: {digest}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    manifest::OCI_MANIFEST,
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+                if !head.starts_with("HEAD") {
+                    let _ = socket.write_all(body).await;
+                }
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    addr
 }
