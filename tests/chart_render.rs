@@ -222,7 +222,7 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
         Some(json!("rel-rancheros-operator"))
     );
     assert!(c["resources"]["requests"]["memory"].is_string());
-    assert_eq!(c["resources"]["limits"]["memory"], "320Mi");
+    assert_eq!(c["resources"]["limits"]["memory"], "384Mi");
     let dep = find(&docs, "Deployment", "rel-rancheros-operator");
     assert_eq!(dep["spec"]["replicas"], 1);
 
@@ -980,7 +980,7 @@ fn default_memory_limit_holds_the_documented_worst_case() {
         .lines()
         .find(|l| l.contains("worst case, against the chart's limit"))
         .expect("docs/security.md works out the worst case");
-    // "= 269 MiB  worst case, against the chart's limit of 320 MiB"
+    // "= 341 MiB  worst case, against the chart's limit of 384 MiB"
     let numbers: Vec<u64> = line
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
