@@ -97,16 +97,16 @@ fn long_name_layer() -> Vec<u8> {
     gz.finish().unwrap()
 }
 
-/// A zstd frame by hand: a 64 MiB window, raw blocks for the tar headers, RLE blocks for a
-/// 100 MiB file of `a`.
-fn zstd_window_layer() -> Vec<u8> {
+/// A zstd frame by hand: a window of 2^(10 + `exponent`) bytes, raw blocks for the tar
+/// headers, RLE blocks for a 100 MiB file of `a`.
+fn zstd_window_layer(exponent: u8) -> Vec<u8> {
     const FILE: u64 = 100 << 20;
     const BLOCK: u64 = 128 << 10;
     let mut out = vec![0x28, 0xb5, 0x2f, 0xfd];
     // Frame header: no checksum, no content size, not single segment: a window descriptor.
     out.push(0x00);
-    // Window_Descriptor: exponent 16 (2^(10+16) = 64 MiB), mantissa 0.
-    out.push(16 << 3);
+    // Window_Descriptor: the exponent (16: 2^(10+16) = 64 MiB), mantissa 0.
+    out.push(exponent << 3);
     let block = |out: &mut Vec<u8>, last: bool, kind: u32, size: u32, body: &[u8]| {
         let h = u32::from(last) | (kind << 1) | (size << 3);
         out.extend(&h.to_le_bytes()[..3]);
@@ -137,7 +137,15 @@ impl Hostile {
             (
                 "zstdwindow",
                 image(
-                    zstd_window_layer(),
+                    zstd_window_layer(16),
+                    "application/vnd.oci.image.layer.v1.tar+zstd",
+                ),
+            ),
+            (
+                // At the cap (8 MiB): read, within the decoders' bound (benches only).
+                "zstdcap",
+                image(
+                    zstd_window_layer(13),
                     "application/vnd.oci.image.layer.v1.tar+zstd",
                 ),
             ),
