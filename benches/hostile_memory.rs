@@ -8,6 +8,7 @@
 //!
 //!     cargo bench --bench hostile_memory
 //!
+//! The process runs with one malloc arena, as the operator does (`main.rs`).
 //! Peak RSS is the kernel's high-water mark (`VmHWM`), reset before each scenario
 //! (`/proc/self/clear_refs`); the growth is the peak minus the RSS just before. A report,
 //! not a test: docs/benchmarks.md keeps the figures.
@@ -129,6 +130,13 @@ fn app() -> Router {
 }
 
 fn main() {
+    // As the operator's main does: one malloc arena (else each blocking thread's arena keeps
+    // what its layer search freed, and the figures measure glibc, not the code).
+    // SAFETY: mallopt only sets a tunable; called first, before any other thread.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
