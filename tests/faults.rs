@@ -259,6 +259,38 @@ async fn after_the_fault(t: &TestNs) {
     );
 }
 
+/// Waits until the first versions are written (a sync's writes under way).
+async fn writes_under_way(t: &TestNs) {
+    t.eventually(
+        "the big channel's writes to be under way",
+        CONVERGE,
+        || async {
+            let n = t.versions_api().list(&ListParams::default()).await.ok()?;
+            (!n.items.is_empty()).then_some(())
+        },
+    )
+    .await;
+}
+
+/// `component` down for `secs`, then: the channels converge to `want`, a new channel
+/// syncs, and the test's namespace goes.
+async fn outage(
+    t: TestNs,
+    operator: Supervised,
+    component: &'static str,
+    secs: u64,
+    want: &[(&str, usize)],
+) {
+    let down = Down::kill(component);
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    down.start();
+    wait_converged(&t, want, CONVERGE).await;
+    after_the_fault(&t).await;
+    eprintln!("operator restarts: {}", operator.restarts());
+    drop(operator);
+    t.cleanup().await;
+}
+
 #[tokio::test]
 async fn the_api_server_killed_mid_sync_and_back_20s_later_loses_and_doubles_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -269,31 +301,18 @@ async fn the_api_server_killed_mid_sync_and_back_20s_later_loses_and_doubles_not
     // with no API server to report to: the case that once stayed Synchronizing for good).
     t.create_channel("big", custom_spec(&many_versions_script(1500)))
         .await;
-    t.create_channel(
-        "slow",
-        custom_spec(&slow_script(
-            6,
-            &channel_data(&[("s1", "v1"), ("s2", "v2")]),
-        )),
+    let slow = channel_data(&[("s1", "v1"), ("s2", "v2")]);
+    t.create_channel("slow", custom_spec(&slow_script(6, &slow)))
+        .await;
+    writes_under_way(&t).await;
+    outage(
+        t,
+        operator,
+        "kube-apiserver",
+        20,
+        &[("big", 1500), ("slow", 2)],
     )
     .await;
-    t.eventually(
-        "the big channel's writes to be under way",
-        CONVERGE,
-        || async {
-            let n = t.versions_api().list(&ListParams::default()).await.ok()?;
-            (!n.items.is_empty()).then_some(())
-        },
-    )
-    .await;
-    let down = Down::kill("kube-apiserver");
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    down.start();
-    wait_converged(&t, &[("big", 1500), ("slow", 2)], CONVERGE).await;
-    after_the_fault(&t).await;
-    eprintln!("operator restarts: {}", operator.restarts());
-    drop(operator);
-    t.cleanup().await;
 }
 
 #[tokio::test]
@@ -303,23 +322,8 @@ async fn etcd_killed_mid_sync_and_back_15s_later_loses_and_doubles_nothing() {
     let operator = Supervised::start(&mut t);
     t.create_channel("big", custom_spec(&many_versions_script(1000)))
         .await;
-    t.eventually(
-        "the big channel's writes to be under way",
-        CONVERGE,
-        || async {
-            let n = t.versions_api().list(&ListParams::default()).await.ok()?;
-            (!n.items.is_empty()).then_some(())
-        },
-    )
-    .await;
-    let down = Down::kill("etcd");
-    tokio::time::sleep(Duration::from_secs(15)).await;
-    down.start();
-    wait_converged(&t, &[("big", 1000)], CONVERGE).await;
-    after_the_fault(&t).await;
-    eprintln!("operator restarts: {}", operator.restarts());
-    drop(operator);
-    t.cleanup().await;
+    writes_under_way(&t).await;
+    outage(t, operator, "etcd", 15, &[("big", 1000)]).await;
 }
 
 #[tokio::test]
@@ -327,22 +331,10 @@ async fn the_kubelet_killed_while_a_syncer_pod_runs_and_back_20s_later_converges
     let _one = ONE_AT_A_TIME.lock().await;
     let mut t = TestNs::new("fault-kubelet").await;
     let operator = Supervised::start(&mut t);
-    t.create_channel(
-        "slow",
-        custom_spec(&slow_script(
-            8,
-            &channel_data(&[("k1", "v1"), ("k2", "v2")]),
-        )),
-    )
-    .await;
+    let data = channel_data(&[("k1", "v1"), ("k2", "v2")]);
+    t.create_channel("slow", custom_spec(&slow_script(8, &data)))
+        .await;
     t.wait_pod_recorded("slow", CONVERGE).await;
     // The runner sleeps; the node's agent goes away under it and comes back.
-    let down = Down::kill("kubelet");
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    down.start();
-    wait_converged(&t, &[("slow", 2)], CONVERGE).await;
-    after_the_fault(&t).await;
-    eprintln!("operator restarts: {}", operator.restarts());
-    drop(operator);
-    t.cleanup().await;
+    outage(t, operator, "kubelet", 20, &[("slow", 2)]).await;
 }

@@ -11,6 +11,19 @@ use super::*;
 use crate::config::{ImageRef, Platform};
 use crate::egress::Policy;
 
+/// A request's head, as text; `None`: the peer went away first.
+async fn read_head(socket: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut buf = [0; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    Some(String::from_utf8_lossy(&head).to_string())
+}
+
 /// A registry whose one layer is sent one byte every 20 ms (far inside the idle bound, far
 /// outside any timeout). Counts the layer downloads it has open.
 struct Dripping {
@@ -45,15 +58,9 @@ async fn dripping_registry_of(media_type: &'static str) -> Dripping {
                 started.clone(),
             );
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).to_string();
+                let Some(head) = read_head(&mut socket).await else {
+                    return;
+                };
                 let path = head.split(' ').nth(1).unwrap_or("/").to_string();
                 if path.contains("/blobs/") {
                     open.fetch_add(1, Ordering::SeqCst);
@@ -155,15 +162,9 @@ async fn artifact_registry(data: &'static str) -> SocketAddr {
         while let Ok((mut socket, _)) = listener.accept().await {
             let (manifest, digest) = (manifest.clone(), digest.clone());
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).to_string();
+                let Some(head) = read_head(&mut socket).await else {
+                    return;
+                };
                 let body = if head.contains("/blobs/") {
                     data
                 } else {
@@ -299,15 +300,9 @@ async fn image_registry(file: &str) -> SocketAddr {
         while let Ok((mut socket, _)) = listener.accept().await {
             let digest = digest.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).to_string();
+                let Some(head) = read_head(&mut socket).await else {
+                    return;
+                };
                 let body: &[u8] = if head.contains("/blobs/") {
                     layer
                 } else {
