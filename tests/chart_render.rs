@@ -980,7 +980,7 @@ fn default_memory_limit_holds_the_documented_worst_case() {
         .lines()
         .find(|l| l.contains("worst case, against the chart's limit"))
         .expect("docs/security.md works out the worst case");
-    // "= 341 MiB  worst case, against the chart's limit of 384 MiB"
+    // "= 352 MiB  worst case, against the chart's limit of 384 MiB"
     let numbers: Vec<u64> = line
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
