@@ -116,3 +116,93 @@ async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and
     assert_eq!(t.version_names().await.len(), 200);
     t.cleanup().await;
 }
+
+/// The operator process serving `ns` (started by the test, on this host).
+fn operator_pid(ns: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no operator process for {ns}");
+}
+
+/// `VmRSS` and `VmHWM` of a process, in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+#[tokio::test]
+async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metadata_not_them_all() {
+    let mut t = TestNs::new("orphan-large").await;
+    t.start_operator(&[]);
+    // 400 versions of 24 KiB each (9.4 MiB in all: under the kubelet's 10 MiB log rotation),
+    // made by the runner itself.
+    let script = r#"pad=$(head -c 24000 /dev/zero | tr '\0' a); { printf '['; for i in $(seq 1 400); do [ "$i" -gt 1 ] && printf ','; printf '{"metadata":{"name":"v%s"},"spec":{"version":"v%s","type":"container","metadata":{"upgradeImage":"registry.example/os:v%s","notes":"%s"}}}' "$i" "$i" "$i" "$pad"; done; printf ']'; } > /output/data"#;
+    let mut spec = custom_spec(script);
+    spec["versionPolicy"] = serde_json::json!({"onChannelDelete": "Orphan"});
+    t.create_channel("big", spec).await;
+    t.wait_ready("big", "Synchronized", 3 * MINUTE).await;
+    assert_eq!(t.version_names().await.len(), 400);
+    t.wait_no_pods(MINUTE).await;
+
+    // Settled; the peak reset: what the finalizer's pass holds is what it adds.
+    let pid = operator_pid(&t.ns);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let (before, _) = rss_kib(pid);
+    t.channels()
+        .delete("big", &Default::default())
+        .await
+        .unwrap();
+    t.eventually("the channel to go", 3 * MINUTE, || async {
+        t.channels()
+            .get_opt("big")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let (_, peak) = rss_kib(pid);
+    // Every version stays, orphaned: no owner, flagged, the channel it came from named.
+    let versions = t.versions().await;
+    assert_eq!(versions.len(), 400);
+    for v in &versions {
+        assert!(
+            v.metadata.owner_references.is_none(),
+            "{:?}",
+            v.metadata.name
+        );
+        let a = v.metadata.annotations.clone().unwrap_or_default();
+        assert!(
+            a.contains_key(rancheros_operator::api::ORPHANED_FROM_ANNOTATION),
+            "{:?}",
+            v.metadata.name
+        );
+    }
+    // The versions are 9.4 MiB as JSON, more decoded: a pass that listed them whole would
+    // hold them all. Pages of metadata are a few MiB at most.
+    let grew = peak.saturating_sub(before);
+    assert!(
+        grew < 8 << 10,
+        "the finalizer's pass grew the operator by {} MiB\n{}",
+        grew >> 10,
+        t.operator_log()
+    );
+    t.cleanup().await;
+}
