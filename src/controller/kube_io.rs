@@ -45,6 +45,13 @@ pub struct KubeIo {
     pub max_undo_bytes: usize,
 }
 
+/// What bounds the version writes: their pace, and what a sync may keep to undo them.
+pub struct WriteBounds {
+    pub rates: crate::pace::Rates,
+    /// `--max-sync-write-bytes`.
+    pub max_undo_bytes: usize,
+}
+
 impl KubeIo {
     pub fn new(
         client: Client,
@@ -53,8 +60,7 @@ impl KubeIo {
         http: fetch::Client,
         registry: crate::registry::Client,
         metrics: Arc<Metrics>,
-        rates: crate::pace::Rates,
-        max_undo_bytes: usize,
+        writes: WriteBounds,
     ) -> Self {
         KubeIo {
             client,
@@ -64,8 +70,8 @@ impl KubeIo {
             registry,
             metrics,
             writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
-            pacing: super::pacing::Pacing::new(rates),
-            max_undo_bytes,
+            pacing: super::pacing::Pacing::new(writes.rates),
+            max_undo_bytes: writes.max_undo_bytes,
         }
     }
 

@@ -177,8 +177,10 @@ pub async fn run(
         http,
         registry,
         metrics.clone(),
-        settings.write_rates,
-        settings.max_sync_write_bytes,
+        kube_io::WriteBounds {
+            rates: settings.write_rates,
+            max_undo_bytes: settings.max_sync_write_bytes,
+        },
     );
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
     let streaming = caches::streaming_lists_served(&client, names[0].as_deref()).await;
