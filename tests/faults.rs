@@ -121,27 +121,8 @@ fn spawn(t: &mut TestNs, args: &[String]) -> Spawned {
 /// Another run of the operator (the first came from `TestNs::spawn_operator`), logging next
 /// to the test's other logs.
 fn respawn(ns: &str, run: usize, args: &[String]) -> Spawned {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = std::fs::File::create(dir.join(format!("{ns}-{run}.log"))).unwrap();
-    let mut all = vec![
-        "operator".to_string(),
-        format!("--namespace={ns}"),
-        "--metrics-address=127.0.0.1:0".into(),
-        format!("--operator-image={}", operator_image()),
-    ];
-    all.extend(args.iter().cloned());
-    Spawned(
-        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
-            .args(&all)
-            .env("RUST_LOG", "info,rancheros_operator=debug")
-            .env("POD_NAME", "faults-operator")
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting the operator binary"),
-    )
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    spawn_operator_for(ns, run, &args, &[("POD_NAME", "faults-operator")])
 }
 
 /// Every log of the namespace's operator runs, restarts included.

@@ -117,35 +117,6 @@ async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and
     t.cleanup().await;
 }
 
-/// The operator process serving `ns` (started by the test, on this host).
-fn operator_pid(ns: &str) -> u32 {
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
-            return pid;
-        }
-    }
-    panic!("no operator process for {ns}");
-}
-
-/// `VmRSS` and `VmHWM` of a process, in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .unwrap()
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 #[tokio::test]
 async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metadata_not_them_all() {
     let mut t = TestNs::new("orphan-large").await;

@@ -596,29 +596,6 @@ async fn registry_failures_are_named_and_change_nothing() {
     t.cleanup().await;
 }
 
-/// The process of the operator this test started (found by the namespace it watches).
-fn operator_pid(ns: &str) -> u32 {
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
-            return pid;
-        }
-    }
-    panic!("no operator process for {ns}");
-}
-
-/// Peak resident memory (VmHWM) of a process, in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status =
-        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// A layer of `mib` MiB of zeros (gzip'd, written as it is made: the test holds none of it).
 fn zeros_layer(l: &Layout, mib: u64) -> Layer {
     struct Hashing<W>(W, ring::digest::Context);
@@ -741,7 +718,7 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     t.wait_ready("big", "Synchronized", Duration::from_secs(300))
         .await;
     assert_eq!(t.version_names().await, ["after-the-zeros"]);
-    let peak = peak_rss_kib(operator_pid(&ns));
+    let (_, peak) = rss_kib(operator_pid(&ns));
     assert!(
         peak < 96 << 10,
         "the operator's peak RSS was {peak} KiB after reading 1.2 GiB of layers"

@@ -382,10 +382,8 @@ async fn read_data(
         }
         bounds = left;
         match found? {
-            Found::File(data) => {
-                grow(hold, data.len() as u64).await?;
-                return Ok(data);
-            }
+            // Its room was taken before it was read (`reserve`).
+            Found::File(data) => return Ok(data),
             Found::Gone => break,
             Found::Absent => {}
         }

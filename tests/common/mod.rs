@@ -143,6 +143,75 @@ impl Drop for Spawned {
     }
 }
 
+/// Where run `run` of the operator serving `ns` logs.
+pub fn operator_log_path(ns: &str, run: usize) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{ns}-{run}.log"))
+}
+
+/// Run `run` of the operator binary for `ns`, logging to [`operator_log_path`]. Retries
+/// start after a minute and leader election is off unless `extra` says otherwise.
+pub fn spawn_operator_for(ns: &str, run: usize, extra: &[&str], env: &[(&str, &str)]) -> Spawned {
+    let log = std::fs::File::create(operator_log_path(ns, run)).unwrap();
+    let mut args = vec!["operator".to_string(), "--namespace".into(), ns.to_string()];
+    // Metrics on a port of the system's choosing, unless the test scrapes them.
+    if !extra.iter().any(|a| a.starts_with("--metrics-address")) {
+        args.push("--metrics-address=127.0.0.1:0".into());
+    }
+    if !extra.iter().any(|a| a.starts_with("--retry-delay")) {
+        args.push("--retry-delay=60s".into());
+    }
+    // Leader election is off unless a test turns it on.
+    if !extra.iter().any(|a| a.starts_with("--leader-election=")) {
+        args.push("--leader-election=false".into());
+    }
+    if !extra.iter().any(|a| a.starts_with("--operator-image")) {
+        args.push(format!("--operator-image={}", operator_image()));
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Spawned(
+        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(&args)
+            .env("RUST_LOG", "info,rancheros_operator=debug")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("starting the operator binary"),
+    )
+}
+
+/// The operator process serving `ns` (started by a test, on this host).
+pub fn operator_pid(ns: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"operator"[..]) && args.contains(&ns.as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no operator process for {ns}");
+}
+
+/// `VmRSS` and `VmHWM` (the peak) of a process, in KiB.
+pub fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
 pub struct TestNs {
     pub client: Client,
     pub ns: String,
@@ -210,9 +279,7 @@ impl TestNs {
     }
 
     pub fn log_path(&self, run: usize) -> PathBuf {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operator-logs");
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join(format!("{}-{run}.log", self.ns))
+        operator_log_path(&self.ns, run)
     }
 
     /// Starts the operator binary for this namespace. Retries start after a minute unless
@@ -226,38 +293,7 @@ impl TestNs {
     /// as `POD_NAME`, its leader identity); the caller owns it, and dropping it kills it.
     pub fn spawn_operator(&mut self, extra: &[&str], env: &[(&str, &str)]) -> Spawned {
         self.operator_runs += 1;
-        let log = std::fs::File::create(self.log_path(self.operator_runs)).unwrap();
-        let mut args = vec![
-            "operator".to_string(),
-            "--namespace".into(),
-            self.ns.clone(),
-        ];
-        // Metrics on a port of the system's choosing, unless the test scrapes them.
-        if !extra.iter().any(|a| a.starts_with("--metrics-address")) {
-            args.push("--metrics-address=127.0.0.1:0".into());
-        }
-        if !extra.iter().any(|a| a.starts_with("--retry-delay")) {
-            args.push("--retry-delay=60s".into());
-        }
-        // Leader election is off unless a test turns it on.
-        if !extra.iter().any(|a| a.starts_with("--leader-election=")) {
-            args.push("--leader-election=false".into());
-        }
-        if !extra.iter().any(|a| a.starts_with("--operator-image")) {
-            args.push(format!("--operator-image={}", operator_image()));
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        Spawned(
-            Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
-                .args(&args)
-                .env("RUST_LOG", "info,rancheros_operator=debug")
-                .envs(env.iter().copied())
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("starting the operator binary"),
-        )
+        spawn_operator_for(&self.ns, self.operator_runs, extra, env)
     }
 
     /// Whether the operator started by `start_operator` is still running.
