@@ -23,7 +23,8 @@ use crate::{duration, schema};
 
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
 pub const DEFAULT_MOUNT_PATH: &str = "/data";
-pub const DEFAULT_JSON_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a json fetch or an oci pull may take when `options.timeout` is not set.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest `syncInterval` and `options.timeout` that any operator accepts, whatever its
 /// flags (the CRD rules refuse more at `kubectl apply`): a year of 365 days. It keeps every
 /// time the operator computes from them (requeues, deadlines, `nextSyncTime`) far from
@@ -413,9 +414,13 @@ fn json_options(options: &Map<String, Value>, limits: &Limits) -> Result<JsonOpt
     }
     Ok(JsonOptions {
         uri,
-        timeout: timeout(options, limits)?
-            .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
+        timeout: fetch_timeout(options, limits)?,
     })
+}
+
+/// `options.timeout` of a json or oci channel, else the default (within `--max-sync-timeout`).
+fn fetch_timeout(options: &Map<String, Value>, limits: &Limits) -> Result<Duration, String> {
+    Ok(timeout(options, limits)?.unwrap_or(DEFAULT_FETCH_TIMEOUT.min(limits.max_sync_timeout)))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{DEFAULT_JSON_TIMEOUT, Limits, clean_path, string, timeout, typed, unknown_keys};
+use super::{Limits, clean_path, fetch_timeout, string, typed, unknown_keys};
 
 /// The file read from an image when `options.path` is not set (where Elemental's channel
 /// images keep it).
@@ -194,8 +194,7 @@ pub(super) fn oci_options(
         ca_secret: ca.map(|n| n.name),
         insecure,
         platform,
-        timeout: timeout(options, limits)?
-            .unwrap_or(DEFAULT_JSON_TIMEOUT.min(limits.max_sync_timeout)),
+        timeout: fetch_timeout(options, limits)?,
         verify_secret: None,
     })
 }

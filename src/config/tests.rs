@@ -124,7 +124,7 @@ fn json_defaults_and_registry() {
         c.source,
         Source::Json(JsonOptions {
             uri: "https://x/y.json".into(),
-            timeout: DEFAULT_JSON_TIMEOUT
+            timeout: DEFAULT_FETCH_TIMEOUT
         })
     );
 }

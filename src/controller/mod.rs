@@ -295,8 +295,10 @@ fn error_policy<I: ChannelIo>(
             r.errors
         })
         .unwrap_or(1);
-    let interval = ctx.settings.sync_interval(&channel);
-    let wait = crate::syncer::backoff(ctx.settings.retry_delay, i64::from(failures), interval);
+    let wait = ctx
+        .settings
+        .resolve_channel(&channel)
+        .retry_wait(i64::from(failures));
     warn!(
         channel = %channel.name_any(),
         namespace = %channel.namespace().unwrap_or_default(),

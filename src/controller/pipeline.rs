@@ -5,16 +5,17 @@
 //!    which ends the reconciliation of a channel that is going);
 //! 2. `observe_pod`: its pod, from the cache (fresh when stale);
 //! 3. `take_slot`: when the phase says a sync starts, a sync slot or a place in line;
-//! 4. `decide`, then `gather` what the decision asks for (logs, versions, the fetch) and
-//!    decide again, once for each observation gathered;
-//! 5. `write`: the version writes, all or nothing;
-//! 6. `pods`: the pod created or deleted (a refused pod is an observation: decide again);
-//! 7. `settle`: the slot given back when the sync ended, the json body kept;
-//! 8. `finish`: the status, metrics, Events, and when to look again.
+//! 4. `decide`, then `perform`: `gather` what the decision asks for (logs, versions, the
+//!    fetch), `taken_names` (the versions it would create that exist), `write` (the version
+//!    writes, all or nothing) and `pods` (the pod created or deleted). Whatever one of them
+//!    observes that is new (a body, a taken name, a refused pod, a failure) is decided on
+//!    again, by the one call of `syncer::decide` in `sync`'s loop;
+//! 5. `settle`: the slot given back when the sync ended, the json body kept;
+//! 6. `finish`: the status, metrics, Events, and when to look again.
 //!
-//! Whatever fails in steps 2-6 is an observation too: the attempt is decided as a failed
-//! sync. A step that acts before or instead of a sync (a finalizer, say) goes between 1 and
-//! 2 and returns its own `Action`.
+//! Whatever fails in steps 2-4 is an observation too: the attempt is decided as a failed
+//! sync, and only its pod is cleaned up. A step that acts before or instead of a sync (a
+//! finalizer, say) goes between 1 and 2 and returns its own `Action`.
 
 use std::sync::Arc;
 
@@ -30,9 +31,8 @@ use super::json_source::Remote;
 use super::queue::Key;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
-use crate::config::ChannelConfig;
 use crate::failure::SyncFailure;
-use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome};
+use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome, Resolved};
 
 mod refresh;
 mod taken;
@@ -62,9 +62,20 @@ pub struct Attempt<'a, I: ChannelIo> {
     namespace: String,
     channel: Arc<ManagedOSVersionChannel>,
     /// The channel's spec under the operator's settings, resolved once.
-    config: Result<ChannelConfig, String>,
+    resolved: Resolved,
     seen: Gathered,
     counts: Counts,
+}
+
+/// The most decisions one attempt makes: each follows something new observed, so an attempt
+/// ends well before; the bound guards against a bug.
+const MAX_DECISIONS: u32 = 8;
+
+/// After a decision was performed: done, or something new was observed to decide on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    Done,
+    Again,
 }
 
 /// Decisions made, and observations gathered (the first look counts as one): a decision is
@@ -100,10 +111,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         let uid = channel.uid().unwrap_or(uid);
         let channel = ctx.with_recorded_pod(key, &uid, channel);
         let mut attempt = Attempt::new(ctx, key, uid, channel);
-        let decision = match attempt.sync(stale).await {
-            Ok(decision) => decision,
-            Err(e) => attempt.failed(e).await,
-        };
+        let decision = attempt.sync(stale).await;
         let action = attempt.finish(decision).await?;
         Ok((action, attempt.counts))
     }
@@ -119,7 +127,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             key,
             uid,
             namespace: key.namespace.clone().unwrap_or_default(),
-            config: ctx.settings.resolve_channel(&channel),
+            resolved: ctx.settings.resolve_channel(&channel),
             channel,
             seen: Gathered::default(),
             counts: Counts {
@@ -133,30 +141,60 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         &self.key.name
     }
 
-    /// Steps 2-7.
-    async fn sync(&mut self, stale: bool) -> Result<Decision, Error> {
-        self.observe_pod(stale).await?;
-        self.take_slot();
-        let mut decision = self.decide();
+    /// Steps 2-5: decide on what is observed, perform it, and decide again on whatever new
+    /// it observed, until nothing new is; a failure is observed like anything else.
+    async fn sync(&mut self, stale: bool) -> Decision {
         // Channel data held by this attempt (read, parsed, written), within the shared budget.
         let mut data = None;
-        // Each round gathers something new, so this ends; the bound guards against a bug.
-        for _ in 0..4 {
-            if !decision.needs.any() || !self.gather(&decision.needs, &mut data).await? {
-                break;
-            }
-            decision = self.decide();
+        match self.observe_pod(stale).await {
+            Ok(()) => self.take_slot(),
+            Err(e) => self.failed(e),
         }
-        self.taken_names(&mut decision).await?;
-        self.write(&decision).await?;
-        self.pods(&mut decision).await?;
+        let mut decision = loop {
+            let mut decision =
+                syncer::decide(&self.observation(), &self.ctx.settings, &self.resolved);
+            self.counts.decisions = self.counts.decisions.saturating_add(1);
+            if self.seen.error.is_some() {
+                // Only the pod is left to clean up; a failure here is retried next attempt.
+                if let Err(e) = self.perform_pods(&decision.effects).await {
+                    warn!("cleaning up after a failed attempt: {e}");
+                }
+                break decision;
+            }
+            if self.counts.decisions >= MAX_DECISIONS {
+                warn!("{MAX_DECISIONS} decisions in one attempt: performing none of the last");
+                decision.effects.clear();
+                break decision;
+            }
+            match self.perform(&mut decision, &mut data).await {
+                Ok(Next::Done) => break decision,
+                Ok(Next::Again) => {}
+                Err(e) => self.failed(e),
+            }
+        };
         self.settle(&decision);
         // Done with the data: it leaves memory before its room in the budget is given back.
         self.seen.display_log = None;
         self.seen.fetched = None;
         decision.effects.clear();
         drop(data);
-        Ok(decision)
+        decision
+    }
+
+    /// Performs the decision, up to the first step that observes something new.
+    async fn perform(
+        &mut self,
+        decision: &mut Decision,
+        data: &mut Option<crate::budget::Hold>,
+    ) -> Result<Next, Error> {
+        if decision.needs.any() && self.gather(&decision.needs, data).await? {
+            return Ok(Next::Again);
+        }
+        if self.taken_names(decision).await? {
+            return Ok(Next::Again);
+        }
+        self.write(decision).await?;
+        self.pods(decision).await
     }
 
     async fn observe_pod(&mut self, fresh: bool) -> Result<(), Error> {
@@ -173,7 +211,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
 
     /// Takes a sync slot when a sync starts; without one, the sync waits its turn.
     fn take_slot(&mut self) {
-        let phase = syncer::phase_resolved(&self.observation(), &self.ctx.settings, &self.config);
+        let phase = syncer::phase(&self.observation(), &self.ctx.settings, &self.resolved);
         if phase.starts_sync() && !self.ctx.take_slot(self.key) {
             self.seen.queued = true;
         }
@@ -193,11 +231,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             queued: seen.queued,
             now: Timestamp::now(),
         }
-    }
-
-    fn decide(&mut self) -> Decision {
-        self.counts.decisions = self.counts.decisions.saturating_add(1);
-        syncer::decide_resolved(&self.observation(), &self.ctx.settings, &self.config)
     }
 
     /// Observes what the decision needs and has not been observed yet; whether anything was.
@@ -246,9 +279,9 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         Ok(self.counts.observations > before)
     }
 
-    /// Creates or deletes the pod as decided; when the API server refuses the pod, decides
-    /// again knowing why.
-    async fn pods(&mut self, decision: &mut Decision) -> Result<(), Error> {
+    /// Creates or deletes the pod as decided; a pod the API server refuses is observed (and
+    /// decided on again, knowing why).
+    async fn pods(&mut self, decision: &mut Decision) -> Result<Next, Error> {
         let changes = match self.perform_pods(&decision.effects).await {
             Ok(changes) => changes,
             // The versions are written: the sync succeeded. The pod goes at the next look.
@@ -257,7 +290,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
                     "after a successful sync: {}",
                     crate::text::message(&e.to_string())
                 );
-                return Ok(());
+                return Ok(Next::Done);
             }
             Err(e) => return Err(e),
         };
@@ -272,21 +305,24 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
                 .get_or_insert_with(|| self.channel.status.clone().unwrap_or_default());
             status.syncer_pod_uid = Some(uid);
         }
-        if let Some((failure, exists)) = changes.refused {
-            self.seen.pod_create_error = Some(failure);
-            self.counts.observed();
-            if exists {
-                // A pod of that name exists (outside the cache: not labelled as ours): decide
-                // with it, so the status says whose it is.
-                self.observe_pod(true).await?;
-                if self.seen.pod.is_some() {
-                    self.seen.pod_create_error = None;
-                }
-            }
-            *decision = self.decide();
-            self.perform_pods(&decision.effects).await?;
+        let Some((failure, exists)) = changes.refused else {
+            return Ok(Next::Done);
+        };
+        if self.seen.pod_create_error.is_some() {
+            // Refused again: decided once already; the next attempt tries again.
+            return Ok(Next::Done);
         }
-        Ok(())
+        self.seen.pod_create_error = Some(failure);
+        self.counts.observed();
+        if exists {
+            // A pod of that name exists (outside the cache: not labelled as ours): decide
+            // with it, so the status says whose it is.
+            self.observe_pod(true).await?;
+            if self.seen.pod.is_some() {
+                self.seen.pod_create_error = None;
+            }
+        }
+        Ok(Next::Again)
     }
 
     async fn perform_pods(&self, effects: &[Effect]) -> Result<pods::PodChanges, Error> {
@@ -309,7 +345,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
     }
 
     /// The attempt failed on the API: it is a failed sync like any other.
-    async fn failed(&mut self, e: Error) -> Decision {
+    fn failed(&mut self, e: Error) {
         warn!(
             class = e.class().label(),
             "sync attempt failed: {}",
@@ -317,14 +353,6 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         );
         self.seen.error = Some(e.to_failure());
         self.counts.observed();
-        let mut decision = self.decide();
-        // Only the pod is left to clean up; a failure here is retried with the next attempt.
-        if let Err(e) = self.perform_pods(&decision.effects).await {
-            warn!("cleaning up after a failed attempt: {e}");
-        }
-        self.settle(&decision);
-        decision.effects.clear();
-        decision
     }
 
     /// The sync ended (or none runs): its slot is given back; a json body it used is kept.
@@ -366,11 +394,8 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         }
         let status = decision.status.as_ref().or(self.channel.status.as_ref());
         if let Some(status) = status {
-            let interval = self.config.as_ref().map_or_else(
-                |_| ctx.settings.limits().default_sync_interval(),
-                |c| c.sync_interval,
-            );
-            ctx.metrics.observe_channel(self.key, status, interval);
+            ctx.metrics
+                .observe_channel(self.key, status, self.resolved.sync_interval());
         }
         // Events name the channel, not one version of it.
         let mut reference = self.channel.object_ref(&());

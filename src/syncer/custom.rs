@@ -29,7 +29,7 @@ impl Decider<'_> {
         if self.reported(pod, &progress) {
             // Kept after its failure so that its log can be read: it goes when the next
             // sync is due.
-            let due = self.sync_due(config);
+            let due = self.sync_due();
             return if due.is_zero() {
                 Decision {
                     effects: vec![Self::delete_pod(pod)],
@@ -40,21 +40,19 @@ impl Decider<'_> {
                 after(due)
             };
         }
-        let timeout = self.settings.sync_timeout_of(options);
+        let timeout = self.resolved.sync_timeout();
         let age = pod
             .metadata
             .creation_timestamp
             .as_ref()
             .map(|Time(t)| self.since(t))
             .unwrap_or_default();
-        let interval = config.sync_interval;
         let timed_out = |detail: String| {
             self.failure(
                 SyncFailure::TimedOut {
                     after: timeout,
                     detail,
                 },
-                interval,
                 Some(pod),
             )
         };
@@ -77,7 +75,6 @@ impl Decider<'_> {
                             pod: pod.name_any(),
                         },
                     },
-                    interval,
                     // The attempt had this pod: a request made while it ran is not served.
                     Some(pod),
                 );
@@ -98,7 +95,6 @@ impl Decider<'_> {
                         reason,
                         output: RunnerOutput::Tail(tail(log)),
                     },
-                    interval,
                     Some(pod),
                 )
             }
@@ -113,14 +109,10 @@ impl Decider<'_> {
                     Redact::Values => WITHHELD.to_string(),
                     Redact::Nothing => tail(&String::from_utf8_lossy(log)),
                 };
-                self.failure(
-                    SyncFailure::DisplayFailed { exit_code, tail },
-                    interval,
-                    Some(pod),
-                )
+                self.failure(SyncFailure::DisplayFailed { exit_code, tail }, Some(pod))
             }
             PodState::PodFailed { reason } => {
-                self.failure(SyncFailure::PodFailed { reason }, interval, Some(pod))
+                self.failure(SyncFailure::PodFailed { reason }, Some(pod))
             }
             PodState::OutputReady { stopped } => {
                 let (Some(log), Some(_)) = (self.obs.display_log, self.obs.versions) else {
@@ -134,7 +126,7 @@ impl Decider<'_> {
                 // after the timeout still has a finished sync to apply.
                 match display::decode(log, self.settings.max_output_bytes) {
                     Output::Incomplete if stopped => {
-                        self.failure(SyncFailure::OutputIncomplete, interval, Some(pod))
+                        self.failure(SyncFailure::OutputIncomplete, Some(pod))
                     }
                     Output::Incomplete if left.is_zero() => {
                         timed_out("the display log never held complete output".into())
@@ -145,7 +137,6 @@ impl Decider<'_> {
                             bytes,
                             limit: self.settings.max_output_bytes,
                         },
-                        interval,
                         Some(pod),
                     ),
                     Output::Corrupt(why) => {
@@ -164,7 +155,7 @@ impl Decider<'_> {
                                 "the display container's log is not what display writes; {WITHHELD}"
                             )),
                         };
-                        self.failure(failure, interval, Some(pod))
+                        self.failure(failure, Some(pod))
                     }
                     Output::Complete(data) => {
                         let revision = pod::runner_image_id(pod);

@@ -37,18 +37,10 @@ impl Decider<'_> {
         };
         let d = match fetched {
             Fetched::Failed(message) => {
-                return self.failure(
-                    SyncFailure::Fetch(message.clone()),
-                    config.sync_interval,
-                    None,
-                );
+                return self.failure(SyncFailure::Fetch(message.clone()), None);
             }
             Fetched::Unverified(message) => {
-                let d = self.failure(
-                    SyncFailure::Unverified(message.clone()),
-                    config.sync_interval,
-                    None,
-                );
+                let d = self.failure(SyncFailure::Unverified(message.clone()), None);
                 let verdict = (Truth::False, reason::VERIFICATION_FAILED, message.clone());
                 return self.source_verified(d, Some(verdict));
             }

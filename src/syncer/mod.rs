@@ -15,13 +15,15 @@ mod outcome;
 mod paused;
 mod phase;
 pub mod pod;
+mod resolved;
 mod settings;
 mod status;
 mod timing;
 pub mod versions;
 
 pub use decision::{Decision, Effect, Fetched, Needs, Note, Observation, Outcome};
-pub use phase::{Phase, phase, phase_resolved};
+pub use phase::{Phase, phase};
+pub use resolved::Resolved;
 pub use settings::Settings;
 pub use timing::{backoff, jittered};
 
@@ -54,19 +56,10 @@ const POLL: Duration = Duration::from_secs(1);
 /// The most of a runner's log a status message carries.
 const TAIL_BYTES: usize = 600;
 
-/// The decision for one channel.
-pub fn decide(obs: &Observation, settings: &Settings) -> Decision {
-    decide_resolved(obs, settings, &settings.resolve_channel(obs.channel))
-}
-
-/// [`decide`], with the channel's spec resolved by the caller (`Settings::resolve`): once
-/// per reconciliation, however many observations it decides on.
-pub fn decide_resolved(
-    obs: &Observation,
-    settings: &Settings,
-    resolved: &Result<ChannelConfig, String>,
-) -> Decision {
-    let mut decision = Decider::new(obs, settings).decide(resolved);
+/// The decision for one channel, its spec resolved by the caller (`Settings::resolve_channel`):
+/// once per attempt, however many observations it decides on.
+pub fn decide(obs: &Observation, settings: &Settings, resolved: &Resolved) -> Decision {
+    let mut decision = Decider::new(obs, settings, resolved).decide();
     if decision.status.as_ref() == obs.channel.status.as_ref() {
         decision.status = None;
     }
@@ -76,6 +69,7 @@ pub fn decide_resolved(
 struct Decider<'a> {
     obs: &'a Observation<'a>,
     settings: &'a Settings,
+    resolved: &'a Resolved,
     ch: &'a ManagedOSVersionChannel,
     status: ManagedOSVersionChannelStatus,
     generation: i64,
@@ -96,10 +90,11 @@ fn after(d: Duration) -> Decision {
 }
 
 impl<'a> Decider<'a> {
-    fn new(obs: &'a Observation<'a>, settings: &'a Settings) -> Self {
+    fn new(obs: &'a Observation<'a>, settings: &'a Settings, resolved: &'a Resolved) -> Self {
         Decider {
             obs,
             settings,
+            resolved,
             ch: obs.channel,
             status: obs.channel.status.clone().unwrap_or_default(),
             generation: obs.channel.metadata.generation.unwrap_or_default(),
@@ -108,19 +103,15 @@ impl<'a> Decider<'a> {
 }
 
 impl Decider<'_> {
-    fn decide(&self, resolved: &Result<ChannelConfig, String>) -> Decision {
+    fn decide(&self) -> Decision {
         // The phase says which way it goes.
-        let interval = resolved.as_ref().map_or_else(
-            |_| self.settings.limits().default_sync_interval(),
-            |c| c.sync_interval,
-        );
         let our_pod = self.our_pod();
-        let phase = self.phase(resolved);
-        let config = match (&phase, resolved) {
+        let phase = self.phase();
+        let config = match (&phase, &self.resolved.config) {
             (Phase::Running | Phase::Blocked | Phase::Due { .. }, Ok(config)) => config,
             (Phase::Deleted, _) => return Decision::default(),
             (Phase::Suspended, _) => return self.suspended(our_pod),
-            (Phase::Failed, _) => return self.failed_attempt(interval, our_pod),
+            (Phase::Failed, _) => return self.failed_attempt(our_pod),
             (Phase::BackingOff(wait) | Phase::Waiting(wait), _) => return after(*wait),
             (Phase::Disabled, _) => return self.disabled(our_pod),
             (Phase::Invalid(message), _) => return self.invalid(our_pod, message.clone()),
@@ -134,7 +125,6 @@ impl Decider<'_> {
                     pod: pod.name_any(),
                     namespace: self.ch.namespace().unwrap_or_default(),
                 },
-                config.sync_interval,
                 None,
             ),
             _ => self.start(config),
@@ -142,12 +132,12 @@ impl Decider<'_> {
     }
 
     /// The I/O layer's failure in this attempt, as a failed sync.
-    fn failed_attempt(&self, interval: Duration, our_pod: Option<&Pod>) -> Decision {
+    fn failed_attempt(&self, our_pod: Option<&Pod>) -> Decision {
         let Some(error) = self.obs.error else {
             return Decision::default();
         };
         let pod = our_pod.filter(|p| p.metadata.deletion_timestamp.is_none());
-        self.failure(error.clone(), interval, pod)
+        self.failure(error.clone(), pod)
     }
 
     fn timestamp(&self) -> Time {
@@ -192,9 +182,9 @@ impl Decider<'_> {
         match &config.source {
             Source::Custom(options) => {
                 if let Some(error) = self.obs.pod_create_error {
-                    return self.failure(error.clone(), config.sync_interval, None);
+                    return self.failure(error.clone(), None);
                 }
-                let timeout = self.settings.sync_timeout_of(options);
+                let timeout = self.resolved.sync_timeout();
                 let pod = pod::build(self.ch, options, self.settings, timeout);
                 let status = self.sync_begins(format!("syncer pod {} started", pod.name_any()));
                 Decision {

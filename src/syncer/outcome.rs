@@ -32,7 +32,7 @@ impl Decider<'_> {
         redact: Redact,
     ) -> Decision {
         let existing = self.obs.versions.unwrap_or_default();
-        let interval = config.sync_interval;
+        let interval = self.resolved.sync_interval();
         let limit = self.settings.max_versions_per_channel;
         let parsed = match channel::parse_at_most(data, limit) {
             Ok(parsed) => parsed,
@@ -41,7 +41,7 @@ impl Decider<'_> {
                     Redact::Nothing => e.to_string(),
                     Redact::Values => e.without_values(),
                 };
-                return self.failure(SyncFailure::InvalidData(message), interval, pod);
+                return self.failure(SyncFailure::InvalidData(message), pod);
             }
         };
         let items = &parsed.versions;
@@ -51,7 +51,6 @@ impl Decider<'_> {
                     count: parsed.listed,
                     limit,
                 },
-                interval,
                 pod,
             );
         }
@@ -63,13 +62,13 @@ impl Decider<'_> {
         ) {
             Ok(plan) => plan,
             Err(conflict) => {
-                return self.failure(SyncFailure::Conflict(conflict), interval, pod);
+                return self.failure(SyncFailure::Conflict(conflict), pod);
             }
         };
         let bytes = budget::write_bytes(&plan.effects);
         if bytes > self.settings.max_sync_write_bytes {
             let limit = self.settings.max_sync_write_bytes;
-            return self.failure(SyncFailure::TooManyBytes { bytes, limit }, interval, pod);
+            return self.failure(SyncFailure::TooManyBytes { bytes, limit }, pod);
         }
         let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
         let mut events = Vec::new();
@@ -121,25 +120,12 @@ impl Decider<'_> {
     }
 
     /// A failed sync: nothing is written to versions; the pod, if any, goes.
-    pub(super) fn failure(
-        &self,
-        failure: SyncFailure,
-        interval: Duration,
-        pod: Option<&Pod>,
-    ) -> Decision {
+    pub(super) fn failure(&self, failure: SyncFailure, pod: Option<&Pod>) -> Decision {
         let attempts = self
             .status
             .failed_synchronization_attempts
             .saturating_add(1);
-        let next = {
-            let mut probe = self.status.clone();
-            probe.failed_synchronization_attempts = attempts;
-            Decider {
-                status: probe,
-                ..*self
-            }
-            .retry_wait(interval)
-        };
+        let next = self.resolved.retry_wait(attempts);
         let (retry, stalled) = if attempts >= MAX_QUICK_RETRIES {
             let retry = format!(
                 "{attempts} failures in a row; next try in {} (the sync interval)",

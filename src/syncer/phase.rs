@@ -38,18 +38,9 @@ impl Phase {
     }
 }
 
-/// The phase of the observed channel under these settings.
-pub fn phase(obs: &Observation, settings: &Settings) -> Phase {
-    phase_resolved(obs, settings, &settings.resolve_channel(obs.channel))
-}
-
-/// [`phase`], with the channel's spec resolved by the caller.
-pub fn phase_resolved(
-    obs: &Observation,
-    settings: &Settings,
-    resolved: &Result<ChannelConfig, String>,
-) -> Phase {
-    Decider::new(obs, settings).phase(resolved)
+/// The phase of the observed channel, its spec resolved by the caller.
+pub fn phase(obs: &Observation, settings: &Settings, resolved: &Resolved) -> Phase {
+    Decider::new(obs, settings, resolved).phase()
 }
 
 impl Decider<'_> {
@@ -60,7 +51,7 @@ impl Decider<'_> {
             .filter(|p| versions::controlled_by(&p.metadata, self.ch))
     }
 
-    pub(super) fn phase(&self, resolved: &Result<ChannelConfig, String>) -> Phase {
+    pub(super) fn phase(&self) -> Phase {
         if self.ch.metadata.deletion_timestamp.is_some() {
             return Phase::Deleted;
         }
@@ -71,25 +62,21 @@ impl Decider<'_> {
         if self.obs.error.is_some() {
             return Phase::Failed;
         }
-        let interval = resolved.as_ref().map_or_else(
-            |_| self.settings.limits().default_sync_interval(),
-            |c| c.sync_interval,
-        );
         // After a failed attempt (an API error on a disabled or invalid channel too), wait
         // out the backoff before trying again: no path retries in a tight loop.
-        if let Some(wait) = self.backing_off(interval) {
+        if let Some(wait) = self.backing_off() {
             return Phase::BackingOff(wait);
         }
         if !config::enabled(&self.ch.spec) {
             return Phase::Disabled;
         }
-        let config = match resolved {
+        let config = match &self.resolved.config {
             Ok(c) => c,
             Err(message) => return Phase::Invalid(message.clone()),
         };
         // Only custom channels use a pod; any other pod of that name is not their business.
         let custom = matches!(config.source, Source::Custom(_));
-        let due = self.sync_due(config);
+        let due = self.sync_due();
         match (self.obs.pod, self.our_pod()) {
             (Some(pod), Some(_)) if pod.metadata.deletion_timestamp.is_none() => Phase::Running,
             (Some(_), None) if custom && due.is_zero() => Phase::Blocked,

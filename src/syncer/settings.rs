@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use crate::api::ManagedOSVersionChannel;
-use crate::config::{self, ChannelConfig, CustomOptions};
+use crate::config;
 
 /// Operator-wide settings the decisions depend on.
 #[derive(Clone, Debug)]
@@ -83,46 +82,5 @@ impl Settings {
             allow_privileged_runners: self.allow_privileged_runners,
             allow_insecure_registries: self.allow_insecure_registries,
         }
-    }
-
-    /// The configuration of a channel's spec under these settings (see `config::resolve`).
-    pub fn resolve(
-        &self,
-        spec: &crate::api::ManagedOSVersionChannelSpec,
-    ) -> Result<ChannelConfig, String> {
-        config::resolve(spec, &self.limits())
-    }
-
-    /// The configuration of a channel under these settings, its interval with the
-    /// channel's share of the jitter.
-    pub fn resolve_channel(&self, ch: &ManagedOSVersionChannel) -> Result<ChannelConfig, String> {
-        let mut config = self.resolve(&ch.spec)?;
-        let stretched = super::timing::jittered(
-            config.sync_interval,
-            self.interval_jitter_percent,
-            ch.metadata.uid.as_deref().unwrap_or_default(),
-        );
-        // Never past a year (every time the operator computes is at most a year away).
-        config.sync_interval = stretched
-            .min(config::MAX_DURATION)
-            .max(config.sync_interval);
-        Ok(config)
-    }
-
-    /// A channel's sync interval (jittered), or the default one when its spec is invalid.
-    pub fn sync_interval(&self, ch: &ManagedOSVersionChannel) -> Duration {
-        self.resolve_channel(ch).map_or_else(
-            |_| self.limits().default_sync_interval(),
-            |c| c.sync_interval,
-        )
-    }
-
-    /// How long one sync of these options may take: the channel's `options.timeout`, else
-    /// `--sync-timeout`; never more than a year, whatever the settings.
-    pub fn sync_timeout_of(&self, options: &CustomOptions) -> Duration {
-        options
-            .timeout
-            .unwrap_or(self.sync_timeout)
-            .min(config::MAX_DURATION)
     }
 }

@@ -38,7 +38,7 @@ pub fn jittered(interval: Duration, jitter_percent: u8, uid: &str) -> Duration {
 
 impl Decider<'_> {
     /// The rest of the backoff after a failed attempt of this generation, if it is not over.
-    pub(super) fn backing_off(&self, interval: Duration) -> Option<Duration> {
+    pub(super) fn backing_off(&self) -> Option<Duration> {
         let ready = self.ready_condition()?;
         // A sync under way (Ready keeps the failure while it runs) goes on.
         if self.status.failed_synchronization_attempts == 0
@@ -53,7 +53,7 @@ impl Decider<'_> {
             return None;
         }
         let Time(last) = self.status.last_sync_attempt_time.as_ref()?;
-        let rest = self.retry_wait(interval).saturating_sub(self.since(last));
+        let rest = self.retry_wait().saturating_sub(self.since(last));
         (!rest.is_zero()).then_some(rest)
     }
 
@@ -68,7 +68,7 @@ impl Decider<'_> {
     }
 
     /// How long until the next sync is due (zero: now).
-    pub(super) fn sync_due(&self, config: &ChannelConfig) -> Duration {
+    pub(super) fn sync_due(&self) -> Duration {
         let Some(ready) = self.ready_condition() else {
             return Duration::ZERO;
         };
@@ -89,17 +89,13 @@ impl Decider<'_> {
                 .min_request_interval
                 .saturating_sub(self.since(last));
         }
-        self.retry_wait(config.sync_interval)
-            .saturating_sub(self.since(last))
+        self.retry_wait().saturating_sub(self.since(last))
     }
 
     /// The wait after the last attempt: backoff while failing, else the interval.
-    pub(super) fn retry_wait(&self, interval: Duration) -> Duration {
-        backoff(
-            self.settings.retry_delay,
-            self.status.failed_synchronization_attempts,
-            interval,
-        )
+    pub(super) fn retry_wait(&self) -> Duration {
+        self.resolved
+            .retry_wait(self.status.failed_synchronization_attempts)
     }
 
     /// The time `after` from now.

@@ -6,9 +6,10 @@ use super::{Attempt, ChannelIo, Decision, Effect, Error, kube_err};
 impl<I: ChannelIo> Attempt<'_, I> {
     /// The cache gave this sync its channel's versions only: should the decision create a
     /// version whose name exists (another channel's, or one nobody controls), it decides
-    /// again knowing it (a conflict, or an adoption), as it would have with every version.
-    pub(super) async fn taken_names(&mut self, decision: &mut Decision) -> Result<(), Error> {
-        let creates: Vec<String> = decision
+    /// again knowing it (a conflict, or an adoption), as it would have with every version;
+    /// whether it found one.
+    pub(super) async fn taken_names(&mut self, decision: &Decision) -> Result<bool, Error> {
+        let mut creates: Vec<String> = decision
             .effects
             .iter()
             .filter_map(|e| match e {
@@ -20,10 +21,16 @@ impl<I: ChannelIo> Attempt<'_, I> {
             })
             .collect();
         let Some(seen) = self.seen.versions.as_mut() else {
-            return Ok(());
+            return Ok(false);
         };
+        // Names already seen were decided on: asking again could only loop.
+        let known: std::collections::HashSet<&str> = seen
+            .iter()
+            .filter_map(|v| v.metadata.name.as_deref())
+            .collect();
+        creates.retain(|name| !known.contains(name.as_str()));
         if creates.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let ns = &self.namespace;
         let taken = self
@@ -32,11 +39,11 @@ impl<I: ChannelIo> Attempt<'_, I> {
             .versions_named(ns, &creates)
             .await
             .map_err(kube_err(format!("listing ManagedOSVersions in {ns}")))?;
-        if !taken.is_empty() {
-            seen.extend(taken);
-            self.counts.observed();
-            *decision = self.decide();
+        if taken.is_empty() {
+            return Ok(false);
         }
-        Ok(())
+        seen.extend(taken);
+        self.counts.observed();
+        Ok(true)
     }
 }

@@ -95,6 +95,11 @@ pub(crate) fn applied_by_operator(v: &ManagedOSVersion) -> ManagedFieldsEntry {
 
 pub(crate) const SAMPLE: &str = r#"[{"metadata":{"name":"foo"},"spec":{"version":"v1","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v1"}}},{"metadata":{"name":"bar"},"spec":{"version":"v2","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v2"}}}]"#;
 
+/// The decision, the channel's spec resolved as an attempt resolves it.
+pub(crate) fn decide(obs: &Observation, settings: &Settings) -> Decision {
+    super::decide(obs, settings, &settings.resolve_channel(obs.channel))
+}
+
 pub(crate) fn settings() -> Settings {
     Settings {
         operator_image: "rancheros-operator:dev".into(),
