@@ -15,7 +15,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
-use super::queue::Key;
+use super::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION};
 
 /// How long to wait for a cache (filled, or caught up with the operator's writes).

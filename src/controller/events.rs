@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
 use super::Context;
+use super::Key;
 use super::errors::is_status;
 use super::io::ChannelIo;
-use super::queue::Key;
 use super::record::LastEvent;
 use crate::syncer::Note;
 

@@ -12,8 +12,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::Error;
+use super::Key;
 use super::io::{ChannelIo, Written};
-use super::queue::Key;
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
 };

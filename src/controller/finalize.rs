@@ -12,9 +12,9 @@ use kube::{Resource, ResourceExt};
 use tracing::info;
 
 use super::Context;
+use super::Key;
 use super::errors::{Error, is_status, kube_err};
 use super::io::ChannelIo;
-use super::queue::Key;
 use crate::api::ManagedOSVersionChannel;
 use crate::syncer::Note;
 use crate::syncer::orphan::{self, Step};

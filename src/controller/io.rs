@@ -16,7 +16,7 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Error;
-use super::queue::Key;
+use super::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};

@@ -4,8 +4,8 @@
 //! data is bounded in total bytes and goes with its channel's record.
 
 use super::Context;
+use super::Key;
 use super::io::ChannelIo;
-use super::queue::Key;
 use super::record::Body;
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::Response;

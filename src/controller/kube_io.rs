@@ -12,10 +12,10 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+use super::Key;
 use super::caches::{self, Scope};
 use super::errors::delete_uid;
 use super::io::{ChannelIo, Written};
-use super::queue::Key;
 use super::writes::{self, Writer};
 use super::{Error, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};

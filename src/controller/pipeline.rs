@@ -25,10 +25,10 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
+use super::Key;
 use super::errors::{Error, kube_err};
 use super::io::ChannelIo;
 use super::json_source::Remote;
-use super::queue::Key;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
 use crate::failure::SyncFailure;

@@ -6,9 +6,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use k8s_openapi::api::core::v1::Pod;
+
+use super::events::Reporter;
 use super::fake::FakeIo;
 use super::*;
+use crate::api::{CHANNEL_LABEL, FIELD_MANAGER};
 use crate::fetch::{Response, Validators};
+use crate::syncer::Settings;
 use crate::syncer::tests::{framed, ready_pod_status, settings};
 
 struct Harness {

@@ -337,14 +337,20 @@ async fn run_controllers(
     mut lost: watch::Receiver<bool>,
 ) {
     let mut stopping = stop.clone();
+    let clients = controller::Clients {
+        kube: parts.client.clone(),
+        http: parts.http.clone(),
+        registry: parts.registry.clone(),
+    };
+    let watched = controller::Watched {
+        namespaces: &args.namespaces,
+        shard: args.shard(),
+    };
     let controllers = controller::run(
-        parts.client.clone(),
+        clients,
         parts.settings.clone(),
         parts.metrics.clone(),
-        parts.http.clone(),
-        parts.registry.clone(),
-        &args.namespaces,
-        args.shard(),
+        watched,
         stop,
     );
     tokio::pin!(controllers);
