@@ -56,7 +56,80 @@ struct Observed {
 pub struct Elector {
     api: Api<Lease>,
     config: LeaseConfig,
+    standing: Standing,
+}
+
+/// Where this replica stands, on its own monotonic clock: the state the election changes.
+/// Pure: every change takes the time it happens at (the loop passes `Instant::now()`).
+#[derive(Default)]
+struct Standing {
+    /// While leading: the instant it must stop acting unless renewed before.
+    held_until: Option<Instant>,
+    /// A follower's last sight of someone else's Lease.
     observed: Option<Observed>,
+}
+
+impl Standing {
+    fn leading(&self) -> bool {
+        self.held_until.is_some()
+    }
+
+    /// The Lease was taken or renewed by a request sent at `sent`: it may act until the
+    /// Lease's duration less the margin has passed since; whether it just became leader.
+    fn held(&mut self, sent: Instant, config: &LeaseConfig) -> bool {
+        // A time past what an `Instant` holds is "now": step down rather than overflow.
+        let hold = config.duration.saturating_sub(config.margin);
+        let became = !self.leading();
+        self.held_until = Some(sent.checked_add(hold).unwrap_or(sent));
+        self.observed = None;
+        became
+    }
+
+    /// Someone else holds the Lease; whether this replica was leading until now.
+    fn lost(&mut self) -> bool {
+        self.held_until.take().is_some()
+    }
+
+    /// Whether the renewal is overdue at `now`: then it stops leading at once.
+    fn overdue(&mut self, now: Instant) -> bool {
+        let overdue = self.held_until.is_some_and(|until| now >= until);
+        if overdue {
+            self.held_until = None;
+        }
+        overdue
+    }
+
+    /// When to try again after a round sent at `sent`: the next renewal, or sooner the
+    /// instant the Lease must be given up.
+    fn next_round(&self, sent: Instant, renew_every: Duration) -> Instant {
+        let next = sent.checked_add(renew_every).unwrap_or(sent);
+        self.held_until.map_or(next, |until| next.min(until))
+    }
+
+    /// Whether another holder's Lease has gone unrenewed for its whole duration, as seen on
+    /// this replica's clock (never by comparing clocks across machines): the same holder
+    /// and renew time first seen at least a duration before `now`.
+    fn expired(&mut self, spec: &LeaseSpec, now: Instant) -> bool {
+        let holder = spec.holder_identity.clone();
+        let renew_time = spec.renew_time.as_ref().map(|t| t.0);
+        let duration = Duration::from_secs(
+            u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15),
+        );
+        match &self.observed {
+            Some(o) if o.holder == holder && o.renew_time == renew_time => {
+                now.saturating_duration_since(o.seen_at) >= o.duration
+            }
+            _ => {
+                self.observed = Some(Observed {
+                    holder,
+                    renew_time,
+                    duration,
+                    seen_at: now,
+                });
+                false
+            }
+        }
+    }
 }
 
 enum Round {
@@ -71,7 +144,7 @@ impl Elector {
         Self {
             api,
             config,
-            observed: None,
+            standing: Standing::default(),
         }
     }
 
@@ -79,22 +152,18 @@ impl Elector {
     /// replica may act. Steps down as soon as a renewal is overdue; releases the Lease when
     /// stopped while holding it.
     pub async fn run(mut self, leading: watch::Sender<bool>, mut stop: watch::Receiver<bool>) {
-        let mut held_until: Option<Instant> = None;
         loop {
             let sent = Instant::now();
             let round = tokio::time::timeout(self.config.renew_every, self.round()).await;
             match round {
                 Ok(Ok(Round::Held(at))) => {
-                    if held_until.is_none() {
+                    if self.standing.held(at, &self.config) {
                         info!(lease = %self.config.name, identity = %self.config.identity, "became the leader");
                     }
-                    // A time past what an `Instant` holds is "now": step down rather than overflow.
-                    let hold = self.config.duration.saturating_sub(self.config.margin);
-                    held_until = Some(at.checked_add(hold).unwrap_or(at));
                     leading.send_if_modified(|l| !std::mem::replace(l, true));
                 }
                 Ok(Ok(Round::Other(holder))) => {
-                    if held_until.take().is_some() {
+                    if self.standing.lost() {
                         warn!(holder = ?holder, "another replica took the leader lease");
                     }
                     leading.send_if_modified(|l| std::mem::replace(l, false));
@@ -104,21 +173,17 @@ impl Elector {
                     warn!(lease = %self.config.name, "leader election: the API server did not answer in time")
                 }
             }
-            let mut next = sent.checked_add(self.config.renew_every).unwrap_or(sent);
-            if let Some(until) = held_until {
-                next = next.min(until);
-            }
+            let next = self.standing.next_round(sent, self.config.renew_every);
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = stop.wait_for(|s| *s) => break,
             }
-            if held_until.is_some_and(|until| Instant::now() >= until) {
-                held_until = None;
+            if self.standing.overdue(Instant::now()) {
                 warn!(lease = %self.config.name, "could not renew the leader lease in time: stepping down");
                 leading.send_if_modified(|l| std::mem::replace(l, false));
             }
         }
-        if held_until.is_some() {
+        if self.standing.leading() {
             leading.send_if_modified(|l| std::mem::replace(l, false));
             if let Err(e) = self.release().await {
                 warn!("could not release the leader lease: {e}");
@@ -155,7 +220,7 @@ impl Elector {
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let ours = holder.as_deref() == Some(self.config.identity.as_str());
-        if !ours && holder.is_some() && !self.expired(&spec) {
+        if !ours && holder.is_some() && !self.standing.expired(&spec, Instant::now()) {
             return Ok(Round::Other(holder));
         }
         let transitions = spec.lease_transitions.unwrap_or(0);
@@ -179,36 +244,9 @@ impl Elector {
             .patch(&self.config.name, &params, &Patch::Merge(patch))
             .await
         {
-            Ok(_) => {
-                self.observed = None;
-                Ok(Round::Held(sent))
-            }
+            Ok(_) => Ok(Round::Held(sent)),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Round::Other(holder)),
             Err(e) => Err(e),
-        }
-    }
-
-    /// Whether another holder's Lease has gone unrenewed for its whole duration, as seen on
-    /// this replica's clock (never by comparing clocks across machines).
-    fn expired(&mut self, spec: &LeaseSpec) -> bool {
-        let holder = spec.holder_identity.clone();
-        let renew_time = spec.renew_time.as_ref().map(|t| t.0);
-        let duration = Duration::from_secs(
-            u64::try_from(spec.lease_duration_seconds.unwrap_or(15)).unwrap_or(15),
-        );
-        match &self.observed {
-            Some(o) if o.holder == holder && o.renew_time == renew_time => {
-                o.seen_at.elapsed() >= o.duration
-            }
-            _ => {
-                self.observed = Some(Observed {
-                    holder,
-                    renew_time,
-                    duration,
-                    seen_at: Instant::now(),
-                });
-                false
-            }
         }
     }
 
@@ -238,3 +276,6 @@ impl Elector {
             .map(drop)
     }
 }
+
+#[cfg(test)]
+mod tests;
