@@ -21,10 +21,10 @@
 mod caches;
 mod context;
 mod decoding;
-pub mod errors;
+mod errors;
 mod events;
 mod finalize;
-pub mod io;
+mod io;
 mod json_source;
 mod kube_io;
 mod pacing;
@@ -51,14 +51,14 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, warn};
 
 use crate::api::ManagedOSVersionChannel;
-pub use context::Context;
+use context::Context;
 pub use decoding::Lenient;
-pub use errors::Error;
+use errors::Error;
 use io::ChannelIo;
 pub use run::{Clients, Watched, run};
 
 /// A channel, as the controller's queue and memory name it.
-pub use crate::api::ChannelKey as Key;
+use crate::api::ChannelKey as Key;
 
 /// Reached only when an attempt's failure could not even be written to the status (the API
 /// server is unreachable or refuses status writes): backs off per channel in memory, by the
