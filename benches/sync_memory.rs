@@ -80,6 +80,7 @@ fn peak_of(channel: &ManagedOSVersionChannel, settings: &Settings, data: &[u8]) 
     let mut log = Vec::new();
     display::write_framed(&mut log, data).expect("framing into memory");
     let pod = pod_for(channel, settings);
+    let resolved = settings.resolve_channel(channel);
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let decision = syncer::decide(
@@ -96,6 +97,7 @@ fn peak_of(channel: &ManagedOSVersionChannel, settings: &Settings, data: &[u8]) 
             now: Timestamp::now(),
         },
         settings,
+        &resolved,
     );
     let peak = PEAK.load(Ordering::Relaxed) - before;
     let writes = decision
@@ -125,6 +127,7 @@ fn pod_for(
             now: Timestamp::now(),
         },
         settings,
+        &settings.resolve_channel(channel),
     );
     let Some(Effect::CreatePod(pod)) = first.effects.into_iter().next() else {
         panic!("a new channel starts a pod")

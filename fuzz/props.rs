@@ -622,6 +622,7 @@ pub fn syncer_decide(data: &[u8]) {
                     now: Timestamp::from_second(base).unwrap_or(Timestamp::UNIX_EPOCH),
                 },
                 &settings,
+                &settings.resolve_channel(&ch),
             );
             let mut pod = probe
                 .effects
@@ -725,7 +726,9 @@ pub fn syncer_decide(data: &[u8]) {
         queued,
         now,
     };
-    let mut decision = syncer::decide(&obs, &settings);
+    // Resolved once, as an attempt resolves it, however many rounds decide on it.
+    let resolved = settings.resolve_channel(obs.channel);
+    let mut decision = syncer::decide(&obs, &settings, &resolved);
     for _round in 0..4 {
         let needs = decision.needs.clone();
         if !needs.any() {
@@ -752,7 +755,7 @@ pub fn syncer_decide(data: &[u8]) {
         if needs.fetch.is_some() {
             obs.fetched = Some(&fetched);
         }
-        decision = syncer::decide(&obs, &settings);
+        decision = syncer::decide(&obs, &settings, &resolved);
     }
     assert!(
         !decision.needs.any(),
