@@ -331,7 +331,10 @@ fn blocks_and_their_markers_are_read() {
     );
     // The marker may stand a blank line before the fence, and an indented block loses
     // its indent.
-    assert_eq!(got[1].marker, Some(Marker::Skip("installs the chart".into())));
+    assert_eq!(
+        got[1].marker,
+        Some(Marker::Skip("installs the chart".into()))
+    );
     assert_eq!(got[1].body, "helm install x\n");
     assert_eq!(got[2].marker, None);
     assert_eq!(got[4].marker, Some(Marker::File("c.json".into())));
@@ -372,8 +375,10 @@ fn markers_in_the_wrong_place_or_malformed_are_refused() {
         1,
         "output twice"
     );
-    assert!(problems("<!-- doc: run -->\n```sh\na\n```\n<!-- doc: output -->\n```\nc\n```\n")
-        .is_empty());
+    assert!(
+        problems("<!-- doc: run -->\n```sh\na\n```\n<!-- doc: output -->\n```\nc\n```\n")
+            .is_empty()
+    );
     assert!(blocks("```sh\nnever closed\n").is_err());
 }
 
