@@ -12,6 +12,8 @@
 //! - `<!-- doc: output -->`: the printed output of the `run` block just before it.
 //! - `<!-- doc: file: NAME -->` (before a block of any language): written to `NAME` in the
 //!   document's scratch directory, for the blocks after it to read.
+//! - `<!-- doc: apply -->` (before a `yaml` block of whole resources): sent to the API server
+//!   as a server-side dry run, which must accept it (the CRDs' schema and rules).
 //!
 //! Blocks of other languages (`yaml`, `json`, `text`) need no marker. Commands run with the
 //! built binary first on `PATH` as `rancheros-operator`, in a scratch namespace that stands
@@ -37,6 +39,7 @@ enum Marker {
     Skip(String),
     Output,
     File(String),
+    Apply,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +79,7 @@ fn marker(line: &str) -> Result<Option<Marker>, String> {
     match what.split_once(':') {
         None if what == "run" => Ok(Some(Marker::Run)),
         None if what == "output" => Ok(Some(Marker::Output)),
+        None if what == "apply" => Ok(Some(Marker::Apply)),
         Some(("skip", reason)) if !reason.trim().is_empty() => {
             Ok(Some(Marker::Skip(reason.trim().to_string())))
         }
@@ -83,7 +87,7 @@ fn marker(line: &str) -> Result<Option<Marker>, String> {
             Ok(Some(Marker::File(name.trim().to_string())))
         }
         _ => Err(format!(
-            "unknown marker {line:?}: use run, output, skip: REASON or file: NAME"
+            "unknown marker {line:?}: use run, output, apply, skip: REASON or file: NAME"
         )),
     }
 }
@@ -140,6 +144,10 @@ fn marker_problems(blocks: &[Block]) -> Vec<String> {
             )),
             Some(Marker::Run | Marker::Skip(_)) if !is_shell(&b.lang) => problems.push(format!(
                 "line {}: run and skip are for shell blocks, not ```{}",
+                b.line, b.lang
+            )),
+            Some(Marker::Apply) if b.lang != "yaml" => problems.push(format!(
+                "line {}: apply is for yaml blocks, not ```{}",
                 b.line, b.lang
             )),
             Some(Marker::Output) if !previous_runs => problems.push(format!(
@@ -379,6 +387,12 @@ fn markers_in_the_wrong_place_or_malformed_are_refused() {
         problems("<!-- doc: run -->\n```sh\na\n```\n<!-- doc: output -->\n```\nc\n```\n")
             .is_empty()
     );
+    assert_eq!(
+        problems("<!-- doc: apply -->\n```sh\nx\n```\n").len(),
+        1,
+        "apply on sh"
+    );
+    assert!(problems("<!-- doc: apply -->\n```yaml\nx: 1\n```\n").is_empty());
     assert!(blocks("```sh\nnever closed\n").is_err());
 }
 
@@ -413,7 +427,8 @@ fn a_session_keeps_exit_codes_between_steps() {
 /// The scratch namespace with an operator, and `testchannel` synced from the sample.
 async fn cluster_fixture() -> TestNs {
     let mut t = TestNs::new("docs").await;
-    t.start_operator(&[]);
+    // The blocks ask for syncs back to back: no request waits out the default 10 s window.
+    t.start_operator(&["--min-request-interval=0s"]);
     let sample = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/examples/sample-channel.yaml"),
     )
@@ -467,6 +482,7 @@ fn run_bash(script: &str, dir: &Path) -> (String, Option<i32>) {
 async fn runnable_blocks_of_the_docs_run_as_shown() {
     let started = Instant::now();
     let t = cluster_fixture().await;
+    eprintln!("the fixture took {:?}", started.elapsed());
     let ns = t.ns.clone();
     let mut failures = Vec::new();
     let mut ran = 0;
@@ -475,9 +491,20 @@ async fn runnable_blocks_of_the_docs_run_as_shown() {
         let dir = scratch_dir(&doc);
         for (i, b) in blocks.iter().enumerate() {
             let at = format!("{}:{}", doc.display(), b.line);
+            let block_started = Instant::now();
             let body = b.body.replace(DOC_NAMESPACE, &ns);
             match &b.marker {
                 Some(Marker::File(name)) => std::fs::write(dir.join(name), &b.body).unwrap(),
+                Some(Marker::Apply) => {
+                    ran += 1;
+                    let script = format!(
+                        "kubectl apply --dry-run=server -f - <<'DOC_YAML'\n{body}DOC_YAML\n"
+                    );
+                    let (out, code) = run_bash(&script, &dir);
+                    if code != Some(0) {
+                        failures.push(format!("{at}: the API server refuses it\n{out}"));
+                    }
+                }
                 Some(Marker::Run) => {
                     ran += 1;
                     let steps = steps(&body);
@@ -517,6 +544,9 @@ async fn runnable_blocks_of_the_docs_run_as_shown() {
                     }
                 }
                 _ => {}
+            }
+            if block_started.elapsed() > Duration::from_secs(2) {
+                eprintln!("{at} took {:?}", block_started.elapsed());
             }
         }
     }
