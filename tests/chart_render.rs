@@ -1576,15 +1576,22 @@ fn files_under(mut dirs: Vec<PathBuf>) -> Vec<PathBuf> {
 fn kubectl_commands_name_our_resources_unambiguously() {
     // The check itself: a bare name is found, in Markdown and in a script.
     let sample = "```\n$ kubectl get managedosversionchannels -n x   # comment\n```\n\
-                  and `kubectl get managedosversion/foo` but `kubectl get mosvc`";
+                  and `kubectl get managedosversion/foo` but `kubectl get mosvc`;\n\
+                  `kubectl explain\nmanagedosversionchannel.spec` runs over a line break\n\n\
+                  and a lone ` here\n\nleaves the next paragraph's `kubectl get mosv` alone";
     let cmds = kubectl_commands(sample, true);
-    assert_eq!(cmds.len(), 3, "{cmds:?}");
+    assert_eq!(cmds.len(), 5, "{cmds:?}");
     assert_eq!(
         cmds.iter()
             .flat_map(|c| ambiguous_resource_names(c))
             .collect::<Vec<_>>(),
-        ["managedosversionchannels", "managedosversion"]
+        [
+            "managedosversionchannels",
+            "managedosversion",
+            "managedosversionchannel"
+        ]
     );
+    assert_eq!(cmds[3], "kubectl explain managedosversionchannel.spec");
     let script = "x=$(kubectl -n a get managedosversionchannel c \\\n\t-o name 2>/dev/null || true)\n\
                   kubectl wait crd/managedosversions.rancheros.cattle.io >/dev/null\n\
                   echo \"\\$ kubectl get mosv\"\nkubectl annotate mosvc c a=\"$(date)\" >/dev/null\n";

@@ -699,9 +699,12 @@ fn docs_examples_are_real_output() {
         let end = start + doc[start..].find(to).unwrap();
         doc[start..end].to_string()
     };
-    let input = between("$ cat channel.json\n", "$ rancheros-operator");
+    let input = between("<!-- doc: file: channel.json -->\n```json\n", "```");
     let text = between("$ rancheros-operator validate channel.json\n", "$ echo $?");
-    let json = between("```json\n", "```");
+    let json = between(
+        "$ rancheros-operator validate --format json channel.json\n",
+        "```",
+    );
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("docs-example");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("channel.json"), input).unwrap();

@@ -317,9 +317,20 @@ pub fn chart_version() -> String {
 pub fn kubectl_commands(text: &str, markdown: bool) -> Vec<String> {
     let mut out = Vec::new();
     if markdown {
+        // Inline code may run over a line break: spans are read per paragraph.
+        let spans = |paragraph: &mut String, out: &mut Vec<String>| {
+            for (i, span) in paragraph.split('`').enumerate() {
+                if i % 2 == 1 && span.trim_start().starts_with("kubectl ") {
+                    out.push(span.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+            }
+            paragraph.clear();
+        };
         let mut in_block = false;
+        let mut paragraph = String::new();
         for line in text.replace("\\\n", " ").lines() {
             if line.trim_start().starts_with("```") {
+                spans(&mut paragraph, &mut out);
                 in_block = !in_block;
                 continue;
             }
@@ -332,12 +343,14 @@ pub fn kubectl_commands(text: &str, markdown: bool) -> Vec<String> {
                 }
                 continue;
             }
-            for (i, span) in line.split('`').enumerate() {
-                if i % 2 == 1 && span.starts_with("kubectl ") {
-                    out.push(span.trim().to_string());
-                }
+            if line.trim().is_empty() {
+                spans(&mut paragraph, &mut out);
+            } else {
+                paragraph.push_str(line);
+                paragraph.push('\n');
             }
         }
+        spans(&mut paragraph, &mut out);
         return out;
     }
     let joined = text.replace("\\\n", " ");
