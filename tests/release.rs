@@ -13,7 +13,7 @@ mod chart_support;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use chart_support::*;
@@ -320,5 +320,5 @@ fn release_directory_pins_its_image_and_pushes_it() {
         values.contains(&format!("digest: \"{digest}\"")),
         "the pushed chart does not pin {digest}:\n{values}"
     );
-    let _ = std::fs::remove_dir_all(PathBuf::from(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
 }
