@@ -34,9 +34,10 @@ fn field(text: &str, section: Option<&str>, key: &str) -> Option<String> {
             inside = line == format!("[{s}]");
             continue;
         }
-        let rest = line
-            .strip_prefix(key)
-            .and_then(|r| r.trim_start().strip_prefix(if section.is_some() { "=" } else { ":" }));
+        let rest = line.strip_prefix(key).and_then(|r| {
+            r.trim_start()
+                .strip_prefix(if section.is_some() { "=" } else { ":" })
+        });
         if inside && let Some(value) = rest {
             return Some(value.trim().trim_matches('"').to_string());
         }
@@ -75,7 +76,10 @@ fn crate_chart_and_image_share_one_version() {
     // The image: its tag defaults to appVersion, and only a release pins a digest (the one
     // of the image it builds); the annotation lists what the chart runs.
     let values = &yaml_docs(&read(&format!("{CHART}/values.yaml")))[0]["image"];
-    assert_eq!(values["tag"], "", "values.yaml's image.tag must default to appVersion");
+    assert_eq!(
+        values["tag"], "",
+        "values.yaml's image.tag must default to appVersion"
+    );
     assert_eq!(
         values["digest"], "",
         "values.yaml's image.digest is set by scripts/release only"
@@ -120,7 +124,11 @@ fn blob<'a>(layout: &'a BTreeMap<String, Vec<u8>>, desc: &Value) -> &'a [u8] {
     let data = layout
         .get(&format!("blobs/sha256/{hex}"))
         .unwrap_or_else(|| panic!("no blob {digest} in the layout"));
-    assert_eq!(sha256_hex(data), hex, "blob {digest} does not hash to its name");
+    assert_eq!(
+        sha256_hex(data),
+        hex,
+        "blob {digest} does not hash to its name"
+    );
     assert_eq!(desc["size"], data.len(), "size of {digest}");
     data
 }
@@ -133,7 +141,9 @@ fn json(data: &[u8]) -> Value {
 fn release(args: &[&str]) -> String {
     let helm = tool("helm");
     let mut path = vec![helm.parent().unwrap().to_path_buf()];
-    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     let mut cmd = Command::new(root().join("scripts/release"));
     cmd.args(args)
         .env("PATH", std::env::join_paths(path).unwrap())
@@ -175,13 +185,19 @@ fn check_layout(path: &Path, digest: &str, version: &str, dir: &Path) {
         named[0]["annotations"]["org.opencontainers.image.ref.name"],
         version
     );
-    assert_eq!(named[0]["digest"], digest, "the tagged image is the pinned one");
+    assert_eq!(
+        named[0]["digest"], digest,
+        "the tagged image is the pinned one"
+    );
     // (the other entry is the same image without a name: `ctr import --digests` names it)
     for m in top["manifests"].as_array().unwrap() {
         assert_eq!(m["digest"], digest, "index.json: {top}");
     }
     let index = json(blob(&layout, named[0]));
-    assert_eq!(index["mediaType"], "application/vnd.oci.image.index.v1+json");
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
     assert_eq!(
         index["annotations"]["org.opencontainers.image.version"],
         version
@@ -310,7 +326,11 @@ fn release_directory_pins_its_image_and_pushes_it() {
             .arg(format!("{repo}/rancheros-operator:{version}")))
         .as_bytes(),
     );
-    assert_eq!(pushed["digest"], digest.as_str(), "the pushed image's digest");
+    assert_eq!(
+        pushed["digest"],
+        digest.as_str(),
+        "the pushed image's digest"
+    );
     let values = run(command("helm")
         .args(["show", "values", "--plain-http"])
         .args(&creds)
