@@ -32,6 +32,8 @@ mod record;
 mod slots;
 pub mod version_index;
 pub mod version_meta;
+mod version_write;
+mod writer;
 mod writes;
 
 #[cfg(test)]
