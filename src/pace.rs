@@ -191,7 +191,10 @@ mod tests {
         // Its own rate is 100/s, the total 400/s: alone, nothing is left unused.
         let mut p = Pacer::new(rates(100, 1, 400));
         let now = Instant::now();
-        assert_eq!(waits(&mut p, "a", 3, now), [ms(0), ms(2) + ms(1) / 2, ms(5)]);
+        assert_eq!(
+            waits(&mut p, "a", 3, now),
+            [ms(0), ms(2) + ms(1) / 2, ms(5)]
+        );
         assert_eq!(Rates::default().share(1), Some(DEFAULT_TOTAL_QPS));
         // With no total, a namespace alone is not paced; its own rate is its share.
         assert_eq!(rates(100, 1, 0).share(1), None);
@@ -229,7 +232,11 @@ mod tests {
         let later = now + ms(45);
         assert_eq!(waits(&mut p, "a", 2, later), [ms(25), ms(35)]);
         assert_eq!(rates(100, 1, 100).share(1000), Some(1), "never stopped");
-        assert_eq!(rates(30, 1, 100).share(2), Some(30), "its own rate when less");
+        assert_eq!(
+            rates(30, 1, 100).share(2),
+            Some(30),
+            "its own rate when less"
+        );
     }
 
     #[test]

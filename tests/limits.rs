@@ -196,7 +196,10 @@ async fn write_counts(port: u16, operation: &str) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     let writes = format!("rancheros_operator_writes_total{{operation=\"{operation}\"}}");
-    (value(&writes), value("rancheros_operator_writes_paced_total"))
+    (
+        value(&writes),
+        value("rancheros_operator_writes_paced_total"),
+    )
 }
 
 #[tokio::test]
@@ -238,20 +241,35 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
     )
     .await;
     let ch = t.wait_next_attempt("ch", &ch, 2 * MINUTE).await;
-    assert!(ready_message(&ch).contains("exceeded quota"), "{}", ready_message(&ch));
+    assert!(
+        ready_message(&ch).contains("exceeded quota"),
+        "{}",
+        ready_message(&ch)
+    );
     assert_eq!(t.version_names().await.len(), 30);
     let (undone, paced_after) = write_counts(port, "undo_version").await;
     assert_eq!(undone, 5.0);
     // 10 creates and 5 undos took a turn each; all but the first waited for it (2 may
     // have come when the answer before them took longer than the turn).
-    assert!(paced_after - paced >= 14.0 - 2.0, "{paced} -> {paced_after}");
+    assert!(
+        paced_after - paced >= 14.0 - 2.0,
+        "{paced} -> {paced_after}"
+    );
 
     // The finalizer: 30 patches, one at a time, each in its turn.
     let (_, paced) = write_counts(port, "orphan_version").await;
     let start = std::time::Instant::now();
-    t.channels().delete("ch", &Default::default()).await.unwrap();
+    t.channels()
+        .delete("ch", &Default::default())
+        .await
+        .unwrap();
     t.eventually("the channel to go", MINUTE, || async {
-        t.channels().get_opt("ch").await.unwrap().is_none().then_some(())
+        t.channels()
+            .get_opt("ch")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
     })
     .await;
     let took = start.elapsed().as_secs_f64();

@@ -215,7 +215,12 @@ impl<'a> VersionWriter<'a> {
     }
 
     /// Deletes; `Ok` also when the API server answers the object itself.
-    pub async fn delete(&self, op: Op, name: &str, params: &DeleteParams) -> Result<(), kube::Error> {
+    pub async fn delete(
+        &self,
+        op: Op,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<(), kube::Error> {
         self.send(op, 0, self.api.delete(name, params))
             .await
             .map(drop)
@@ -241,10 +246,17 @@ mod tests {
 
     #[test]
     fn dry_runs_and_undos_take_nothing_from_the_budget() {
-        let charged: Vec<_> = [Op::DryRun, Op::Apply, Op::Mark, Op::Delete, Op::Undo, Op::Orphan]
-            .into_iter()
-            .filter(|op| op.charged())
-            .collect();
+        let charged: Vec<_> = [
+            Op::DryRun,
+            Op::Apply,
+            Op::Mark,
+            Op::Delete,
+            Op::Undo,
+            Op::Orphan,
+        ]
+        .into_iter()
+        .filter(|op| op.charged())
+        .collect();
         assert_eq!(charged, [Op::Apply, Op::Mark, Op::Delete, Op::Orphan]);
     }
 }

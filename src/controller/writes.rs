@@ -14,8 +14,8 @@ use tracing::debug;
 
 use super::errors::{Error, api_message, delete_uid, is_status};
 use super::io::Written;
-pub use super::version_write::{Done, Undo, UndoRoom, VersionWrite};
 use super::version_write::mark;
+pub use super::version_write::{Done, Undo, UndoRoom, VersionWrite};
 use super::writer::{Op, VersionWriter};
 use crate::syncer::Effect;
 
@@ -142,10 +142,12 @@ async fn undo_all(undos: Vec<Undo>, to: &VersionWriter<'_>) -> String {
 
 async fn take_back(undo: &Undo, to: &VersionWriter<'_>) -> Result<(), (String, kube::Error)> {
     match undo {
-        Undo::Delete { name, uid } => match to.delete(Op::Undo, name, &delete_uid(uid, false)).await {
-            Err(e) if !is_status(&e, 404) => Err((name.clone(), e)),
-            _ => Ok(()),
-        },
+        Undo::Delete { name, uid } => {
+            match to.delete(Op::Undo, name, &delete_uid(uid, false)).await {
+                Err(e) if !is_status(&e, 404) => Err((name.clone(), e)),
+                _ => Ok(()),
+            }
+        }
         Undo::Restore {
             previous,
             resource_version,

@@ -4,14 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use http::{Request, Response};
-use kube::client::Body;
-use kube::{Api, Client};
-use serde_json::{Value, json};
 use super::super::writer::Writes;
 use super::*;
 use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
 use crate::metrics::Metrics;
+use http::{Request, Response};
+use kube::client::Body;
+use kube::{Api, Client};
+use serde_json::{Value, json};
 
 /// One request the writer sent.
 #[derive(Clone, Debug)]
@@ -188,7 +188,8 @@ async fn a_write_to_an_existing_version_the_dry_run_refuses_changes_nothing() {
     );
     assert_eq!(err.class(), crate::failure::ErrorClass::Refused);
     assert!(
-        err.to_string().contains("(found by a dry run; nothing was changed): metadata: Forbidden"),
+        err.to_string()
+            .contains("(found by a dry run; nothing was changed): metadata: Forbidden"),
         "{err}"
     );
     // Not even the create was made.
@@ -210,7 +211,10 @@ async fn a_refused_create_is_met_before_any_write_to_an_existing_version_and_und
     let calls = calls.lock().unwrap().clone();
     // The flag of the existing version was only a dry run; the create of a was taken back.
     assert!(calls[0].is("PATCH", "old", true), "{calls:#?}");
-    assert!(!calls.iter().any(|c| c.is("PATCH", "old", false)), "{calls:#?}");
+    assert!(
+        !calls.iter().any(|c| c.is("PATCH", "old", false)),
+        "{calls:#?}"
+    );
     assert!(calls.last().unwrap().is("DELETE", "a", false), "{calls:#?}");
 }
 
