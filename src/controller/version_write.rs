@@ -3,7 +3,7 @@
 //! to take it back.
 
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::errors::{delete_uid, is_status};
@@ -104,11 +104,17 @@ impl<'a> VersionWrite<'a> {
     /// validation, a version changed meanwhile), changing nothing.
     pub async fn dry_run(&self, to: &VersionWriter<'_>) -> Result<(), kube::Error> {
         match *self {
-            // None for a new version: its create changes nothing that existed, a refusal of
-            // it is met by the create itself (before any write to an existing version, see
-            // `stage`) and the undo takes back the creates before it. A dry run would double
-            // the requests of a first sync (docs/behaviour.md, "Writes").
-            VersionWrite::Create(_) => Ok(()),
+            // A new version's dry run is a create: the same admission as the create, so a
+            // refusal is found before the first real write and no version ever appears
+            // that the sync then takes back (a fleet watching versions could act on it);
+            // a version someone else created meanwhile is refused (409), not taken over.
+            VersionWrite::Create(version) => {
+                let params = PostParams {
+                    dry_run: true,
+                    field_manager: Some(FIELD_MANAGER.into()),
+                };
+                to.create(Op::DryRun, &params, version).await.map(drop)
+            }
             VersionWrite::Update { want, .. } => {
                 let mut params = apply_params();
                 params.dry_run = true;
@@ -218,10 +224,9 @@ impl<'a> VersionWrite<'a> {
         }
     }
 
-    /// When it is made among a sync's writes: creates first (a new version, which changes
-    /// nothing that existed: no dry run, and the undo takes it back), then the changes to
-    /// existing versions (each found acceptable by its dry run), deletes last (the one write
-    /// that cannot be taken back exactly).
+    /// When it is made among a sync's writes (after every dry run): creates first, then the
+    /// changes to existing versions, deletes last (the one write that cannot be taken back
+    /// exactly).
     pub fn stage(&self) -> usize {
         match self {
             VersionWrite::Create(_) => 0,

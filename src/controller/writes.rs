@@ -1,8 +1,7 @@
-//! The version writes of a sync, all or nothing. New versions are created first; the
-//! writes to existing versions are each found acceptable by a server-side dry run before
-//! the first real write; a real write that fails (an admission refusal of a new version, a
-//! quota only the writes together exceed) undoes the writes before it, newest first, so
-//! the versions end as they were. Every request goes through the one writer
+//! The version writes of a sync, all or nothing. Every write is found acceptable by a
+//! server-side dry run before the first real write; a real write that fails (a quota only
+//! the writes together exceed) undoes the writes before it, newest first, so the versions
+//! end as they were. Every request goes through the one writer
 //! ([`super::writer`]): paced, counted and budgeted, the undo's as well.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -160,18 +160,20 @@ async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
         "the sync's 2 earlier writes were undone, so nothing was changed"
     );
     let calls = calls.lock().unwrap().clone();
-    // Only the delete, a write to an existing version, was first a dry run (a create
-    // changes nothing that existed); it was never made for real.
-    assert!(calls[0].is("DELETE", "old", true), "{calls:#?}");
-    assert!(calls[1..].iter().all(|c| !c.dry_run), "{calls:#?}");
+    // Every write was a dry run first (a create's is a create), in the sync's order; the
+    // delete was never made for real.
+    assert!(calls[..4].iter().all(|c| c.dry_run), "{calls:#?}");
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls[3].is("DELETE", "old", true), "{calls:#?}");
+    assert!(calls[4..].iter().all(|c| !c.dry_run), "{calls:#?}");
     assert!(!calls.iter().any(|c| c.is("DELETE", "old", false)));
     // The undo came after the three real writes, newest first, each by uid.
-    let undo: Vec<(&str, &str)> = calls[4..]
+    let undo: Vec<(&str, &str)> = calls[7..]
         .iter()
         .map(|c| (c.method.as_str(), c.name.as_str()))
         .collect();
     assert_eq!(undo, [("DELETE", "b"), ("DELETE", "a")]);
-    assert_eq!(calls[4].body["preconditions"]["uid"], "uid-b");
+    assert_eq!(calls[7].body["preconditions"]["uid"], "uid-b");
 }
 
 #[tokio::test]
@@ -197,7 +199,8 @@ async fn a_write_to_an_existing_version_the_dry_run_refuses_changes_nothing() {
 }
 
 #[tokio::test]
-async fn a_refused_create_is_met_before_any_write_to_an_existing_version_and_undone() {
+async fn a_create_its_dry_run_admits_but_the_write_refuses_is_undone_before_any_write_to_an_existing_version()
+ {
     let (api, calls) = fake_api(|c| {
         (c.is("PATCH", "b", false)).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
     });
@@ -210,7 +213,8 @@ async fn a_refused_create_is_met_before_any_write_to_an_existing_version_and_und
     );
     let calls = calls.lock().unwrap().clone();
     // The flag of the existing version was only a dry run; the create of a was taken back.
-    assert!(calls[0].is("PATCH", "old", true), "{calls:#?}");
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls.iter().any(|c| c.is("PATCH", "old", true)), "{calls:#?}");
     assert!(
         !calls.iter().any(|c| c.is("PATCH", "old", false)),
         "{calls:#?}"
@@ -252,18 +256,19 @@ async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
     let mut effects = creates(&["a", "b", "c"]);
     effects.extend(marks(&["old"]));
     write_all(&to, &effects, 32 << 20).await.unwrap_err();
-    // A dry run, three creates (two made), two undos: 6 turns, the last 4 of them paced.
-    assert!(start.elapsed() >= std::time::Duration::from_millis(190));
+    // Four dry runs, three creates (two made), two undos: 9 turns, the last 7 of them
+    // paced 50 ms apart.
+    assert!(start.elapsed() >= std::time::Duration::from_millis(340));
     let count = |op: &'static str| {
         metrics
             .writes
             .get_or_create(&crate::metrics::WriteLabel { operation: op })
             .get()
     };
-    assert_eq!(count("dry_run_version"), 1);
+    assert_eq!(count("dry_run_version"), 4);
     assert_eq!(count("apply_version"), 2);
     assert_eq!(count("undo_version"), 2);
-    assert_eq!(metrics.pacing.delayed.get(), 4);
+    assert_eq!(metrics.pacing.delayed.get(), 7);
     assert!(metrics.write_bytes.get() > 0);
 }
 
@@ -286,8 +291,9 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
         "apply version a: version a was created by someone else during the sync; nothing was changed"
     );
     let calls = calls.lock().unwrap().clone();
-    assert!(calls[0].is("PATCH", "a", false), "{calls:#?}");
-    assert_eq!(calls[0].body["metadata"]["resourceVersion"], "1");
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls[1].is("PATCH", "a", false), "{calls:#?}");
+    assert_eq!(calls[1].body["metadata"]["resourceVersion"], "1");
 }
 
 #[tokio::test]
