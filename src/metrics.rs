@@ -93,6 +93,8 @@ pub struct Metrics {
     pub syncs: Family<ResultLabel, Counter>,
     pub sync_failures: Family<KindLabel, Counter>,
     pub writes: Family<WriteLabel, Counter>,
+    /// Bytes of the version writes sent (bodies; dry runs included).
+    pub write_bytes: Counter,
     pub pacing: pacing::PacingMetrics,
     /// Objects left out of a watch cache because they cannot be decoded, by kind.
     pub undecodable: Family<KindLabel, Counter>,
@@ -122,6 +124,7 @@ impl Default for Metrics {
             syncs: Family::default(),
             sync_failures: Family::default(),
             writes: Family::default(),
+            write_bytes: Counter::default(),
             pacing: Default::default(),
             undecodable: Family::default(),
             leader: Gauge::default(),
@@ -176,6 +179,11 @@ impl Default for Metrics {
             "writes",
             "Writes to the API server by operation",
             metrics.writes.clone(),
+        );
+        registry.register(
+            "write_bytes",
+            "Bytes of the version writes sent to the API server (request bodies, dry runs included)",
+            metrics.write_bytes.clone(),
         );
         metrics.pacing.register(&mut registry);
         registry.register(
@@ -284,6 +292,11 @@ impl Metrics {
 
     pub fn wrote(&self, operation: &'static str) {
         self.writes.get_or_create(&WriteLabel { operation }).inc();
+    }
+
+    pub fn wrote_bytes(&self, bytes: usize) {
+        self.write_bytes
+            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
     }
 
     pub fn webhook_request(&self, result: &'static str) {

@@ -177,3 +177,105 @@ async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metada
     );
     t.cleanup().await;
 }
+
+/// `writes_total{operation}` and `writes_paced_total` from the operator's `/metrics`.
+async fn write_counts(port: u16, operation: &str) -> (f64, f64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.unwrap();
+    let value = |series: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let writes = format!("rancheros_operator_writes_total{{operation=\"{operation}\"}}");
+    (
+        value(&writes),
+        value("rancheros_operator_writes_paced_total"),
+    )
+}
+
+#[tokio::test]
+async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_writer() {
+    // 5 writes a second, one at a time: the namespace is alone, so --write-qps bounds it.
+    // Slow enough that a write sent one after another (undo, finalizer) waits for its turn
+    // even when the API server answers slowly.
+    const QPS: f64 = 5.0;
+    let mut t = TestNs::new("one-writer").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    t.start_operator(&[
+        &format!("--metrics-address=127.0.0.1:{port}"),
+        "--metrics-insecure",
+        "--write-qps=5",
+        "--namespace-write-burst=1",
+    ]);
+    let thirty = numbered(30);
+    let mut spec = custom_spec(&write_script(&data_of(&thirty)));
+    spec["versionPolicy"] = serde_json::json!({"onChannelDelete": "Orphan"});
+    t.create_channel("ch", spec).await;
+    let ch = t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
+
+    // The undo: a quota lets 5 of 10 new versions in; the 5 made are deleted again.
+    create_quota(
+        &t,
+        "versions",
+        serde_json::json!({"count/managedosversions.rancheros.cattle.io": "35"}),
+    )
+    .await;
+    let (_, paced) = write_counts(port, "undo_version").await;
+    let forty = numbered(40);
+    t.patch_spec(
+        "ch",
+        serde_json::json!({"options": {"args": [write_script(&data_of(&forty))]}}),
+    )
+    .await;
+    let ch = t.wait_next_attempt("ch", &ch, 2 * MINUTE).await;
+    assert!(
+        ready_message(&ch).contains("exceeded quota"),
+        "{}",
+        ready_message(&ch)
+    );
+    assert_eq!(t.version_names().await.len(), 30);
+    let (undone, paced_after) = write_counts(port, "undo_version").await;
+    assert_eq!(undone, 5.0);
+    // 10 creates and 5 undos took a turn each; all but the first waited for it (2 may
+    // have come when the answer before them took longer than the turn).
+    assert!(
+        paced_after - paced >= 14.0 - 2.0,
+        "{paced} -> {paced_after}"
+    );
+
+    // The finalizer: 30 patches, one at a time, each in its turn.
+    let (_, paced) = write_counts(port, "orphan_version").await;
+    let start = std::time::Instant::now();
+    t.channels()
+        .delete("ch", &Default::default())
+        .await
+        .unwrap();
+    t.eventually("the channel to go", MINUTE, || async {
+        t.channels()
+            .get_opt("ch")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let took = start.elapsed().as_secs_f64();
+    let (orphaned, paced_after) = write_counts(port, "orphan_version").await;
+    assert_eq!(orphaned, 30.0);
+    assert!(paced_after - paced >= 20.0, "{paced} -> {paced_after}");
+    assert!(took >= 29.0 / QPS, "30 orphan patches in {took:.1} s");
+    t.cleanup().await;
+}

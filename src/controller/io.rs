@@ -104,8 +104,9 @@ pub trait ChannelIo: Send + Sync + 'static {
         hold: &mut Hold,
     ) -> impl Future<Output = Response> + Send;
 
-    /// The version writes among `effects`, all or nothing (dry runs first, undone on a
-    /// late refusal); waits until the cache shows them.
+    /// The version writes among `effects`, all or nothing (`super::writes`: dry runs of the
+    /// writes to existing versions first, undone on a later refusal); waits until the cache
+    /// shows them.
     fn write_versions(
         &self,
         namespace: &str,
@@ -181,8 +182,9 @@ pub trait ChannelIo: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<Option<ManagedOSVersion>, kube::Error>> + Send;
 
-    /// A merge patch of one version (the patch carries its uid and resourceVersion as
-    /// preconditions).
+    /// A merge patch of one version by the Orphan finalizer (the patch carries its uid and
+    /// resourceVersion as preconditions), through the one writer of versions like every
+    /// version write (`super::writer`).
     fn patch_version(
         &self,
         namespace: &str,

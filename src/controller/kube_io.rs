@@ -16,7 +16,8 @@ use super::Key;
 use super::caches::{self, Scope};
 use super::errors::delete_uid;
 use super::io::{ChannelIo, Written};
-use super::writes::{self, Writer};
+use super::writer::{Op, VersionWriter, Writes};
+use super::writes;
 use super::{Error, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::config::{JsonOptions, OciOptions};
@@ -37,12 +38,10 @@ pub struct KubeIo {
     pub http: fetch::Client,
     pub registry: crate::registry::Client,
     pub metrics: Arc<Metrics>,
-    /// Version writes in flight, all syncs together.
-    pub writes: tokio::sync::Semaphore,
-    /// Their turns, per namespace.
-    pub pacing: super::pacing::Pacing,
-    /// What one sync may keep to undo its writes (`--max-sync-write-bytes`).
-    pub max_undo_bytes: usize,
+    /// What every version write shares: its namespace's turns, the places in flight.
+    pub writes: Writes,
+    /// What one sync may write, and keep to undo its writes (`--max-sync-write-bytes`).
+    pub max_write_bytes: usize,
 }
 
 /// What bounds the version writes: their pace, and what a sync may keep to undo them.
@@ -69,10 +68,20 @@ impl KubeIo {
             http,
             registry,
             metrics,
-            writes: tokio::sync::Semaphore::new(writes::WRITES_IN_FLIGHT),
-            pacing: super::pacing::Pacing::new(writes.rates),
-            max_undo_bytes: writes.max_undo_bytes,
+            writes: Writes::new(writes.rates),
+            max_write_bytes: writes.max_undo_bytes,
         }
+    }
+
+    /// A session of the one writer of versions, for one task in `namespace`.
+    fn version_writer<'a>(&'a self, namespace: &'a str) -> VersionWriter<'a> {
+        VersionWriter::new(
+            self.api(namespace),
+            namespace,
+            &self.writes,
+            &self.metrics,
+            self.max_write_bytes,
+        )
     }
 
     fn scope(&self, namespace: &str) -> Option<&Scope> {
@@ -214,15 +223,11 @@ impl ChannelIo for KubeIo {
         namespace: &str,
         effects: &[Effect],
     ) -> Result<Vec<Written>, Error> {
-        let written = Writer {
-            api: &self.api(namespace),
-            namespace,
-            pacing: &self.pacing,
-            in_flight: &self.writes,
-            metrics: &self.metrics,
-            max_undo_bytes: self.max_undo_bytes,
-        }
-        .write_all(effects)
+        let written = writes::write_all(
+            &self.version_writer(namespace),
+            effects,
+            self.max_write_bytes,
+        )
         .await?;
         if let Some(scope) = self.scope(namespace)
             && !written.is_empty()
@@ -368,8 +373,8 @@ impl ChannelIo for KubeIo {
         name: &str,
         patch: &serde_json::Value,
     ) -> Result<(), kube::Error> {
-        self.api::<ManagedOSVersion>(namespace)
-            .patch(name, &manager(), &Patch::Merge(patch))
+        self.version_writer(namespace)
+            .patch(Op::Orphan, name, &manager(), &Patch::Merge(patch))
             .await
             .map(drop)
     }

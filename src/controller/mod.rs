@@ -35,6 +35,8 @@ mod run;
 mod slots;
 pub mod version_index;
 pub mod version_meta;
+mod version_write;
+mod writer;
 mod writes;
 
 #[cfg(test)]

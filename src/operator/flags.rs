@@ -62,15 +62,18 @@ pub struct OperatorArgs {
     /// last one; a request inside the window is served when it ends (0s to 8760h).
     #[arg(long, env = "MIN_REQUEST_INTERVAL", default_value = "10s", value_parser = duration::parse)]
     pub min_request_interval: Duration,
-    /// Version writes per second of one namespace (dry runs included; 0: unpaced), so that
-    /// one namespace's large sync cannot throttle another's.
+    /// Version writes per second of one namespace while other namespaces have writes
+    /// waiting (dry runs included; 0: only the equal share of --write-qps), so that one
+    /// namespace's large sync cannot throttle another's; a namespace alone may use all of
+    /// --write-qps.
     #[arg(long, env = "NAMESPACE_WRITE_QPS", default_value_t = crate::pace::DEFAULT_NAMESPACE_QPS)]
     pub namespace_write_qps: u32,
     /// Version writes one namespace may make at once before --namespace-write-qps applies.
     #[arg(long, env = "NAMESPACE_WRITE_BURST", default_value_t = crate::pace::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..))]
     pub namespace_write_burst: u32,
-    /// Version writes per second of all namespaces together (0: no cap); while several
-    /// namespaces write, each gets an equal share when that is less than its own rate.
+    /// Version writes per second of all namespaces together, and of one namespace alone
+    /// (0: no cap); while several namespaces have writes waiting, each gets an equal share
+    /// when that is less than --namespace-write-qps.
     #[arg(long, env = "WRITE_QPS", default_value_t = crate::pace::DEFAULT_TOTAL_QPS)]
     pub write_qps: u32,
     /// At most this many channels get per-channel metric series; the others are counted

@@ -4,15 +4,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::super::writer::Writes;
+use super::*;
+use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
+use crate::metrics::Metrics;
 use http::{Request, Response};
 use kube::client::Body;
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
-
-use super::*;
-use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
-use crate::metrics::Metrics;
 
 /// One request the writer sent.
 #[derive(Clone, Debug)]
@@ -113,18 +112,20 @@ async fn write_keeping(
     max_undo: usize,
 ) -> Result<Vec<(String, Option<String>)>, Error> {
     let metrics = Metrics::default();
-    let in_flight = Semaphore::new(WRITES_IN_FLIGHT);
-    let pacing = super::super::pacing::Pacing::new(crate::pace::Rates::UNLIMITED);
-    Writer {
-        api,
-        namespace: "ns",
-        pacing: &pacing,
-        in_flight: &in_flight,
-        metrics: &metrics,
-        max_undo_bytes: max_undo,
-    }
-    .write_all(effects)
-    .await
+    let writes = Writes::new(crate::pace::Rates::UNLIMITED);
+    let to = VersionWriter::new(api.clone(), "ns", &writes, &metrics, 32 << 20);
+    write_all(&to, effects, max_undo).await
+}
+
+fn marks(names: &[&str]) -> Vec<Effect> {
+    names
+        .iter()
+        .map(|n| Effect::MarkVersion {
+            name: n.to_string(),
+            uid: format!("uid-{n}"),
+            no_longer_in_sync: true,
+        })
+        .collect()
 }
 
 fn creates(names: &[&str]) -> Vec<Effect> {
@@ -159,8 +160,12 @@ async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
         "the sync's 2 earlier writes were undone, so nothing was changed"
     );
     let calls = calls.lock().unwrap().clone();
-    // Every write was first a dry run; the delete was never made for real.
+    // Every write was a dry run first (a create's is a create), in the sync's order; the
+    // delete was never made for real.
     assert!(calls[..4].iter().all(|c| c.dry_run), "{calls:#?}");
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls[3].is("DELETE", "old", true), "{calls:#?}");
+    assert!(calls[4..].iter().all(|c| !c.dry_run), "{calls:#?}");
     assert!(!calls.iter().any(|c| c.is("DELETE", "old", false)));
     // The undo came after the three real writes, newest first, each by uid.
     let undo: Vec<(&str, &str)> = calls[7..]
@@ -172,22 +177,99 @@ async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
 }
 
 #[tokio::test]
-async fn a_write_the_dry_run_refuses_changes_nothing() {
+async fn a_write_to_an_existing_version_the_dry_run_refuses_changes_nothing() {
     let (api, calls) = fake_api(|c| {
-        (c.name == "b" && c.dry_run).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
+        (c.name == "b" && c.dry_run).then(|| refusal(422, "Invalid", "metadata: Forbidden"))
     });
-    let err = write(&api, &creates(&["a", "b", "c"])).await.unwrap_err();
+    let mut effects = creates(&["new"]);
+    effects.extend(marks(&["a", "b", "c"]));
+    let err = write(&api, &effects).await.unwrap_err();
     assert!(
-        matches!(&err, Error::DryRun { what, .. } if what == "apply version b"),
+        matches!(&err, Error::DryRun { what, .. } if what.ends_with("version b")),
         "{err:?}"
     );
     assert_eq!(err.class(), crate::failure::ErrorClass::Refused);
     assert!(
         err.to_string()
-            .starts_with("the API server refuses to apply version b (found by a dry run; nothing was changed): spec.type: Unsupported"),
+            .contains("(found by a dry run; nothing was changed): metadata: Forbidden"),
         "{err}"
     );
+    // Not even the create was made.
     assert!(calls.lock().unwrap().iter().all(|c| c.dry_run));
+}
+
+#[tokio::test]
+async fn a_create_its_dry_run_admits_but_the_write_refuses_is_undone_before_any_write_to_an_existing_version()
+ {
+    let (api, calls) = fake_api(|c| {
+        (c.is("PATCH", "b", false)).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
+    });
+    let mut effects = marks(&["old"]);
+    effects.extend(creates(&["a", "b"]));
+    let err = write(&api, &effects).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "apply version b: spec.type: Unsupported; the sync's 1 earlier writes were undone, so nothing was changed"
+    );
+    let calls = calls.lock().unwrap().clone();
+    // The flag of the existing version was only a dry run; the create of a was taken back.
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls.iter().any(|c| c.is("PATCH", "old", true)), "{calls:#?}");
+    assert!(
+        !calls.iter().any(|c| c.is("PATCH", "old", false)),
+        "{calls:#?}"
+    );
+    assert!(calls.last().unwrap().is("DELETE", "a", false), "{calls:#?}");
+}
+
+#[tokio::test]
+async fn a_refusal_early_in_a_large_batch_does_not_cost_the_rest_of_it() {
+    let names: Vec<String> = (0..200).map(|i| format!("v{i:03}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (api, calls) = fake_api(|c| {
+        (c.is("PATCH", "v000", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+    });
+    write(&api, &creates(&names)).await.unwrap_err();
+    let calls = calls.lock().unwrap().clone();
+    let created = calls.iter().filter(|c| c.method == "PATCH").count();
+    let undone = calls.iter().filter(|c| c.method == "DELETE").count();
+    // What was in flight when the refusal came, and its undo; not the other 150 or so.
+    assert!(created <= 2 * PARALLEL_WRITES, "{created} creates sent");
+    assert_eq!(undone, created - 1);
+}
+
+#[tokio::test]
+async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
+    let (api, _) = fake_api(|c| {
+        (c.is("PATCH", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+    });
+    let metrics = Metrics::default();
+    // 20 writes a second after a burst of 2, the namespace alone.
+    let rates = crate::pace::Rates {
+        namespace_qps: 5,
+        burst: 2,
+        total_qps: 20,
+    };
+    let writes = Writes::new(rates);
+    let to = VersionWriter::new(api, "ns", &writes, &metrics, 32 << 20);
+    let start = std::time::Instant::now();
+    let mut effects = creates(&["a", "b", "c"]);
+    effects.extend(marks(&["old"]));
+    write_all(&to, &effects, 32 << 20).await.unwrap_err();
+    // Four dry runs, three creates (two made), two undos: 9 turns, the last 7 of them
+    // paced 50 ms apart.
+    assert!(start.elapsed() >= std::time::Duration::from_millis(340));
+    let count = |op: &'static str| {
+        metrics
+            .writes
+            .get_or_create(&crate::metrics::WriteLabel { operation: op })
+            .get()
+    };
+    assert_eq!(count("dry_run_version"), 4);
+    assert_eq!(count("apply_version"), 2);
+    assert_eq!(count("undo_version"), 2);
+    assert_eq!(metrics.pacing.delayed.get(), 7);
+    assert!(metrics.write_bytes.get() > 0);
 }
 
 #[tokio::test]
@@ -209,7 +291,8 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
         "apply version a: version a was created by someone else during the sync; nothing was changed"
     );
     let calls = calls.lock().unwrap().clone();
-    assert!(calls[0].method == "POST" && calls[0].dry_run, "{calls:#?}");
+    assert!(calls[0].is("POST", "a", true), "{calls:#?}");
+    assert!(calls[1].is("PATCH", "a", false), "{calls:#?}");
     assert_eq!(calls[1].body["metadata"]["resourceVersion"], "1");
 }
 
