@@ -6,7 +6,7 @@
 //! server and the watch caches), `pipeline` (the steps of one reconciliation), `record`
 //! (what is kept per channel, and the sync queue), `queue` (the pure sync queue), `slots`
 //! (taking and giving back slots, waking who is next), `caches` (the shared watch caches
-//! and what triggers a reconciliation), `json_source` (json fetches and their kept bodies),
+//! and what triggers a reconciliation), `remote` (json fetches, oci pulls and their kept data),
 //! `events` (Events and their series), `writes` (the all-or-nothing version writes), `pacing` (their turns per namespace), `pods`
 //! (the syncer pod), `errors` (API errors and their classes).
 //!
@@ -22,7 +22,7 @@ pub mod errors;
 mod events;
 mod finalize;
 pub mod io;
-mod json_source;
+mod remote;
 mod kube_io;
 mod pacing;
 mod pipeline;

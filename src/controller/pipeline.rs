@@ -26,7 +26,7 @@ use tracing::{info, warn};
 
 use super::errors::{Error, kube_err};
 use super::io::ChannelIo;
-use super::json_source::Remote;
+use super::remote::Remote;
 use super::queue::Key;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
@@ -46,7 +46,7 @@ struct Gathered {
     pod: Option<Arc<Pod>>,
     display_log: Option<Vec<u8>>,
     runner_log: Option<String>,
-    /// The fetch (or pull), and the key of the data kept for it (see `json_source`).
+    /// The fetch (or pull), and the key of the data kept for it (see `remote`).
     fetched: Option<(String, Fetched)>,
     versions: Option<Vec<Arc<ManagedOSVersion>>>,
     pod_create_error: Option<SyncFailure>,
