@@ -43,7 +43,7 @@ pub const DEFAULT_DENY: [&str; 12] = [
 
 /// The private ranges (`--egress-deny-private-ranges` adds them to the deny list): RFC 1918,
 /// carrier-grade NAT (RFC 6598) and IPv6 unique local addresses.
-pub const PRIVATE_RANGES: [&str; 5] = [
+const PRIVATE_RANGES: [&str; 5] = [
     "10.0.0.0/8",
     "172.16.0.0/12",
     "192.168.0.0/16",
@@ -55,7 +55,7 @@ pub const PRIVATE_RANGES: [&str; 5] = [
 /// IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, but not `::` and `::1`),
 /// SIIT IPv4-translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
 /// (`2002:AABB:CCDD::/48`). Judged as that IPv4 address, none slips past an IPv4 rule.
-pub fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
+fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
     let IpAddr::V6(v6) = ip else {
         return None;
     };

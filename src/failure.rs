@@ -168,7 +168,7 @@ impl SyncFailure {
     }
 
     /// Every variant's metrics label, so that each series exists from the start.
-    pub const KINDS: [&'static str; 16] = [
+    const KINDS: [&'static str; 16] = [
         "api",
         "pod_refused",
         "foreign_pod",

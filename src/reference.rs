@@ -59,7 +59,7 @@ impl Reference {
     }
 
     /// What a manifest URL takes: the digest when pinned, else the tag.
-    pub fn manifest_reference(&self) -> Option<&str> {
+    fn manifest_reference(&self) -> Option<&str> {
         self.digest.as_deref().or(self.tag.as_deref())
     }
 

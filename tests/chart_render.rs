@@ -981,8 +981,12 @@ fn old_egress_value_names_are_honoured_as_aliases() {
     let env = |args: &[&str]| {
         let docs = render(args);
         let c = check_common(&docs, "rel-rancheros-operator");
-        ["EGRESS_DENY_CIDRS", "EGRESS_ALLOW_CIDRS", "EGRESS_DENY_PRIVATE_RANGES"]
-            .map(|var| env_value(&c, var))
+        [
+            "EGRESS_DENY_CIDRS",
+            "EGRESS_ALLOW_CIDRS",
+            "EGRESS_DENY_PRIVATE_RANGES",
+        ]
+        .map(|var| env_value(&c, var))
     };
     let old = [
         "--set",

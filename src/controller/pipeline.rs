@@ -26,8 +26,8 @@ use tracing::{info, warn};
 
 use super::errors::{Error, kube_err};
 use super::io::ChannelIo;
-use super::remote::Remote;
 use super::queue::Key;
+use super::remote::Remote;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
 use crate::config::ChannelConfig;
