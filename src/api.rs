@@ -9,7 +9,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub const GROUP: &str = "rancheros.cattle.io";
 /// The field manager of every write the operator makes, as shown in `managedFields`.
 pub const FIELD_MANAGER: &str = "rancheros-operator";
 /// Label on every version and syncer pod: the name of the channel it belongs to.

@@ -15,9 +15,9 @@ use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use serde::Deserialize;
 
 /// The layer annotation holding a payload's signature.
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The media type of a simple-signing payload layer.
-pub const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const PAYLOAD_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 /// The payload type cosign writes.
 const PAYLOAD_TYPE: &str = "cosign container image signature";
 /// SubjectPublicKeyInfo of an EC key on P-256, up to the key's point (RFC 5480): what every
@@ -27,7 +27,7 @@ const P256_SPKI_PREFIX: [u8; 26] = [
     0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00,
 ];
 /// The most signature layers looked at (a signature image holds one per signing).
-pub const MAX_SIGNATURES: usize = 32;
+const MAX_SIGNATURES: usize = 32;
 /// The most bytes of a payload (cosign's are a few hundred).
 pub const MAX_PAYLOAD_BYTES: u64 = 64 * 1024;
 

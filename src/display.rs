@@ -114,7 +114,7 @@ pub async fn run(path: &Path) -> Result<(), DisplayError> {
 }
 
 /// Prints the file framed, streaming it (a few KiB of memory whatever its size).
-pub fn print_file(path: &Path, out: &mut impl Write) -> Result<(), DisplayError> {
+fn print_file(path: &Path, out: &mut impl Write) -> Result<(), DisplayError> {
     let shown = || path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| match source.kind() {
         std::io::ErrorKind::PermissionDenied => DisplayError::Unreadable { path: shown() },

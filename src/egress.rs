@@ -1,11 +1,12 @@
-//! The egress policy of json channels: which addresses the operator may connect to when it
-//! fetches a channel's data. Anyone who may create a channel chooses its URL, so without a
+//! The egress policy of json and oci channels: which addresses the operator may connect to
+//! when it fetches a channel's data or pulls its image. Anyone who may create a channel chooses its URL, so without a
 //! policy a channel could make the operator read its own `/metrics`, a cloud metadata
 //! service or anything else only the operator's network reaches.
 //!
-//! An address is refused when a `--json-deny-cidr` network holds it, unless a
-//! `--json-allow-cidr` network holds it too. The decision is pure; `fetch` applies it to
-//! the addresses it is about to connect to (after resolving a name once) and to IP
+//! An address is refused when a `--egress-deny-cidr` network holds it, unless a
+//! `--egress-allow-cidr` network holds it too (`--json-deny-cidr` and `--json-allow-cidr`
+//! are their old names). The decision is pure; `fetch` and the registry client apply it to
+//! the addresses they are about to connect to (after resolving a name once) and to IP
 //! literals in URLs.
 
 use std::fmt;
@@ -14,10 +15,12 @@ use std::str::FromStr;
 
 use ipnet::IpNet;
 
-/// The flag the deny list is set with, named in every refusal.
-pub const DENY_FLAG: &str = "--json-deny-cidr";
+/// The flag named in every refusal: the deny list's old name (an alias of
+/// `--egress-deny-cidr`), kept because the refusal's text is part of the operator's
+/// contract that users and alerts match on.
+const DENY_FLAG: &str = "--json-deny-cidr";
 
-/// `--json-deny-cidr` when not given: loopback, link-local (the cloud metadata service
+/// `--egress-deny-cidr` when not given: loopback, link-local (the cloud metadata service
 /// 169.254.169.254 among them), unspecified, multicast, the metadata services that are
 /// not link-local (Alibaba Cloud's 100.100.100.200, AWS's IPv6 fd00:ec2::254), Azure's
 /// wire server (168.63.129.16: it hands out VM extension settings and certificates), and
@@ -38,9 +41,9 @@ pub const DEFAULT_DENY: [&str; 12] = [
     "64:ff9b:1::/48",
 ];
 
-/// The private ranges (`--json-deny-private-ranges` adds them to the deny list): RFC 1918,
+/// The private ranges (`--egress-deny-private-ranges` adds them to the deny list): RFC 1918,
 /// carrier-grade NAT (RFC 6598) and IPv6 unique local addresses.
-pub const PRIVATE_RANGES: [&str; 5] = [
+const PRIVATE_RANGES: [&str; 5] = [
     "10.0.0.0/8",
     "172.16.0.0/12",
     "192.168.0.0/16",
@@ -52,7 +55,7 @@ pub const PRIVATE_RANGES: [&str; 5] = [
 /// IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, but not `::` and `::1`),
 /// SIIT IPv4-translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`) and 6to4
 /// (`2002:AABB:CCDD::/48`). Judged as that IPv4 address, none slips past an IPv4 rule.
-pub fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
+fn embedded_ipv4(ip: IpAddr) -> Option<Ipv4Addr> {
     let IpAddr::V6(v6) = ip else {
         return None;
     };
@@ -141,12 +144,17 @@ fn canonical(addr: IpAddr, prefix: u8) -> Option<Cidr> {
     IpNet::new(addr, prefix).ok().map(|n| Cidr(n.trunc()))
 }
 
+/// [`DEFAULT_DENY`], parsed.
+pub fn default_deny() -> Vec<Cidr> {
+    DEFAULT_DENY.iter().filter_map(|c| c.parse().ok()).collect()
+}
+
 /// A clap value parser for the CIDR flags (a bad value is a usage error that names it).
 pub fn parse_cidr(text: &str) -> Result<Cidr, String> {
     text.parse()
 }
 
-/// The networks json channels may not connect to, and the exceptions.
+/// The networks json and oci channels may not connect to, and the exceptions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     deny: Vec<Cidr>,
@@ -156,8 +164,7 @@ pub struct Policy {
 impl Default for Policy {
     /// [`DEFAULT_DENY`], no exceptions: what the operator runs with unless told otherwise.
     fn default() -> Self {
-        let deny = DEFAULT_DENY.iter().filter_map(|c| c.parse().ok()).collect();
-        Policy::new(deny, Vec::new())
+        Policy::new(default_deny(), Vec::new())
     }
 }
 
@@ -166,7 +173,7 @@ impl Policy {
         Policy { deny, allow }
     }
 
-    /// This policy with the private ranges denied too (`--json-deny-private-ranges`).
+    /// This policy with the private ranges denied too (`--egress-deny-private-ranges`).
     pub fn deny_private_ranges(mut self) -> Self {
         for range in PRIVATE_RANGES.iter().filter_map(|c| c.parse::<Cidr>().ok()) {
             if !self.deny.contains(&range) {
@@ -177,7 +184,7 @@ impl Policy {
     }
 
     /// Whether a failure toward `ip` withholds what answered: `ip` is in a private range,
-    /// or loopback, link-local or unspecified, in any of its forms, and `--json-allow-cidr`
+    /// or loopback, link-local or unspecified, in any of its forms, and `--egress-allow-cidr`
     /// does not list it. An HTTP status, a connect error, a timeout or a body size from
     /// there would map the private network for whoever wrote the channel.
     pub fn withholds(&self, ip: IpAddr) -> bool {

@@ -19,7 +19,7 @@ use crate::config::JsonOptions;
 use crate::egress::{Policy, Refused};
 
 /// The most redirects one fetch follows.
-pub const MAX_REDIRECTS: usize = 5;
+const MAX_REDIRECTS: usize = 5;
 
 /// The validators of a body fetched before, for a conditional request.
 #[derive(Clone, Debug, Default, PartialEq)]

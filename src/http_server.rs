@@ -49,26 +49,26 @@ use tracing::{debug, warn};
 /// The longest a connection waits for a complete request head, first or next (so also the
 /// keep-alive idle timeout). A real client sends its head in one packet; a scraper that
 /// reconnects every scrape costs one handshake.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request head read (hyper's read buffer). Real requests are under 8 KiB (a
 /// service account token is about 1 KiB); `/metrics` refuses a token over 8 KiB anyway.
-pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// Connections open at once, probes' reserve apart. Prometheus holds one or two; the
 /// rest is headroom for retries and several scrapers.
-pub const MAX_CONNECTIONS: usize = 256;
+const MAX_CONNECTIONS: usize = 256;
 /// The longest a request takes from its head to its answer, body included: the webhook's
 /// LIST and patches take seconds; more is a stall (the answer is 503, which a registry
 /// retries).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest a write of an answer may wait for the peer to read.
-pub const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Slots kept for the probes once [`MAX_CONNECTIONS`] are open.
-pub const PROBE_CONNECTIONS: usize = 16;
+const PROBE_CONNECTIONS: usize = 16;
 /// Reserved slots one peer address may hold at once (a kubelet's liveness and readiness
 /// probes may overlap).
-pub const PROBE_CONNECTIONS_PER_PEER: usize = 2;
+const PROBE_CONNECTIONS_PER_PEER: usize = 2;
 /// How long a reserved slot waits for its request head.
-pub const PROBE_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+const PROBE_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// hyper refuses a smaller read buffer (it panics): the floor of [`Limits::max_head`].
 const MIN_HEAD_BYTES: usize = 8 * 1024;

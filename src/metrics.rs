@@ -19,6 +19,7 @@ use crate::syncer::Outcome;
 pub mod auth;
 pub mod review;
 mod server;
+mod verdicts;
 pub use server::{Access, serve};
 pub mod pacing;
 

@@ -58,11 +58,6 @@ impl Reference {
         Ok(r)
     }
 
-    /// What a manifest URL takes: the digest when pinned, else the tag.
-    pub fn manifest_reference(&self) -> Option<&str> {
-        self.digest.as_deref().or(self.tag.as_deref())
-    }
-
     fn parse_parts(text: &str) -> Result<Self, ReferenceError> {
         if text.is_empty() {
             return Err(ReferenceError::Empty);
@@ -230,13 +225,10 @@ mod tests {
         }
         let hex = "b".repeat(64);
         let r = Reference::parse_explicit(&format!("reg.io/x:v1@sha256:{hex}")).unwrap();
-        assert_eq!(
-            r.manifest_reference(),
-            Some(format!("sha256:{hex}").as_str())
-        );
+        assert_eq!(r.digest, Some(format!("sha256:{hex}")));
         let r = Reference::parse_explicit("[::1]:5000/x:v2").unwrap();
         assert_eq!(
-            (r.registry.as_str(), r.manifest_reference()),
+            (r.registry.as_str(), r.tag.as_deref()),
             ("[::1]:5000", Some("v2"))
         );
         for bad in ["reg.io/x:-1", "reg.io/-x:1", "reg.io/x.:1"] {

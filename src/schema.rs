@@ -21,11 +21,11 @@ use std::collections::BTreeMap;
 
 /// The largest `upgradeContainer` (serialised JSON) a channel or a version may carry: it is
 /// copied into every version, so it multiplies by the number of versions.
-pub const MAX_UPGRADE_CONTAINER_BYTES: usize = 64 * 1024;
+const MAX_UPGRADE_CONTAINER_BYTES: usize = 64 * 1024;
 /// The longest `spec.registry`.
 pub const MAX_REGISTRY_BYTES: usize = 512;
 /// The longest channel name: it becomes the value of a label (at most 63 characters).
-pub const MAX_CHANNEL_NAME: usize = 63;
+const MAX_CHANNEL_NAME: usize = 63;
 
 /// Bounds put on every field of the Kubernetes types below that has none of its own.
 const STRING_MAX: u64 = 32 * 1024;

@@ -85,7 +85,7 @@ pub fn clean(s: &str, max: usize) -> String {
 }
 
 /// The most items a list in a message names.
-pub const LIST_MAX: usize = 10;
+const LIST_MAX: usize = 10;
 
 /// `a, b, c`, or the first [`LIST_MAX`] and `and N more`: a message stays bounded however
 /// many items there are.

@@ -43,7 +43,7 @@ pub struct FileReport {
 }
 
 /// Checks one input; `-` is standard input. An unreadable input is an invalid one.
-pub fn check_input(name: &Path) -> FileReport {
+fn check_input(name: &Path) -> FileReport {
     let stdin = name.as_os_str() == "-";
     let read = if stdin {
         let mut buf = Vec::new();

@@ -206,8 +206,9 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
         "MAX_SYNC_TIMEOUT",
         "MIN_SYNC_INTERVAL",
         "ALLOW_PRIVILEGED_RUNNERS",
-        "JSON_DENY_CIDRS",
-        "JSON_ALLOW_CIDRS",
+        "EGRESS_DENY_CIDRS",
+        "EGRESS_ALLOW_CIDRS",
+        "EGRESS_DENY_PRIVATE_RANGES",
         "SYNCER_IMAGE_PULL_SECRETS",
     ] {
         assert_eq!(env_value(&c, var), None, "{var} rendered by default");
@@ -316,8 +317,8 @@ fn ci_values_watch_listed_namespaces_with_roles() {
         ("MAX_CONCURRENT_SYNCS", "4"),
         ("JSON_CACHE_BYTES", "8Mi"),
         ("MAX_VERSIONS_PER_CHANNEL", "2000"),
-        ("JSON_DENY_CIDRS", "127.0.0.0/8,169.254.0.0/16,10.0.0.0/8"),
-        ("JSON_ALLOW_CIDRS", "10.1.2.0/24"),
+        ("EGRESS_DENY_CIDRS", "127.0.0.0/8,169.254.0.0/16,10.0.0.0/8"),
+        ("EGRESS_ALLOW_CIDRS", "10.1.2.0/24"),
         // By default the syncer pods get the operator pod's pull secrets.
         ("SYNCER_IMAGE_PULL_SECRETS", "regcred"),
     ] {
@@ -886,13 +887,15 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
 fn every_operator_flag_with_an_env_var_has_a_value() {
     // The flags' env vars, from the operator's argument definitions.
     let source = std::fs::read_to_string(root().join("src/operator/flags.rs")).unwrap();
+    // The old names' env vars (hidden aliases) are not rendered: the chart sets the new ones.
     let flags: BTreeSet<String> = source
-        .split("env = \"")
-        .skip(1)
+        .split("#[arg(")
+        .filter(|arg| !arg.contains("hide = true"))
+        .flat_map(|arg| arg.split("env = \"").skip(1))
         .map(|rest| rest.split('"').next().unwrap().to_string())
         .collect();
     assert!(flags.len() > 10, "{flags:?}");
-    // The CI values set every value; allowPrivilegedRunners, jsonDenyPrivateRanges and
+    // The CI values set every value; allowPrivilegedRunners, egressDenyPrivateRanges and
     // metrics.insecure are off there on purpose (the CI's json sources are on the node's private address).
     let values = chart_dir().join("ci/namespaced-values.yaml");
     let docs = render(&[
@@ -904,7 +907,7 @@ fn every_operator_flag_with_an_env_var_has_a_value() {
         "--set",
         "shards.values={x}",
         "--set",
-        "operator.jsonDenyPrivateRanges=true",
+        "operator.egressDenyPrivateRanges=true",
         "--set",
         "metrics.insecure=true",
     ]);
@@ -964,11 +967,61 @@ fn network_policy_needs_the_api_server_addresses() {
         stderr.contains("networkPolicy.enabled needs networkPolicy.apiServer.cidrs"),
         "{stderr}"
     );
-    let stderr = run_failing(&mut helm_template(&[
+    for key in ["egressDenyCidrs", "jsonDenyCidrs"] {
+        let set = format!("operator.{key}={{not-a-cidr}}");
+        let stderr = run_failing(&mut helm_template(&["--set", &set]));
+        assert!(stderr.contains("does not match pattern"), "{key}: {stderr}");
+    }
+}
+
+/// jsonDenyCidrs, jsonAllowCidrs and jsonDenyPrivateRanges, the egress values' old names,
+/// are still honoured: alone, and added to the new ones.
+#[test]
+fn old_egress_value_names_are_honoured_as_aliases() {
+    let env = |args: &[&str]| {
+        let docs = render(args);
+        let c = check_common(&docs, "rel-rancheros-operator");
+        [
+            "EGRESS_DENY_CIDRS",
+            "EGRESS_ALLOW_CIDRS",
+            "EGRESS_DENY_PRIVATE_RANGES",
+        ]
+        .map(|var| env_value(&c, var))
+    };
+    let old = [
         "--set",
-        "operator.jsonDenyCidrs={not-a-cidr}",
-    ]));
-    assert!(stderr.contains("does not match pattern"), "{stderr}");
+        "operator.jsonDenyCidrs={10.0.0.0/8}",
+        "--set",
+        "operator.jsonAllowCidrs={10.1.0.0/16}",
+        "--set",
+        "operator.jsonDenyPrivateRanges=true",
+    ];
+    assert_eq!(
+        env(&old),
+        [
+            Some(json!("10.0.0.0/8")),
+            Some(json!("10.1.0.0/16")),
+            Some(json!("true"))
+        ]
+    );
+    let both = [
+        &old[..],
+        &[
+            "--set",
+            "operator.egressDenyCidrs={127.0.0.0/8}",
+            "--set",
+            "operator.egressAllowCidrs={10.2.0.0/16}",
+        ],
+    ]
+    .concat();
+    assert_eq!(
+        env(&both),
+        [
+            Some(json!("127.0.0.0/8,10.0.0.0/8")),
+            Some(json!("10.2.0.0/16,10.1.0.0/16")),
+            Some(json!("true"))
+        ]
+    );
 }
 
 /// The chart's default memory limit holds the worst case docs/security.md works out for

@@ -38,7 +38,7 @@ use rancheros_operator::api::{
 use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(60);
-const ALLOW_LOOPBACK: &str = "--json-allow-cidr=127.0.0.0/8";
+const ALLOW_LOOPBACK: &str = "--egress-allow-cidr=127.0.0.0/8";
 
 // --- a channel source the test steers -------------------------------------------------
 

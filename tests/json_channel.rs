@@ -1,7 +1,7 @@
 //! `type: json` channels against the local cluster: the operator fetches channel data
 //! from a local HTTP server (run by the test), conditionally once it has a validator, and
 //! turns every kind of failure into `FailedToSync` with its cause. The egress policy
-//! (`--json-deny-cidr`, `--json-allow-cidr`) holds at every hop, and no failure shows
+//! (`--egress-deny-cidr`, `--egress-allow-cidr`) holds at every hop, and no failure shows
 //! bytes of a response body.
 //!
 //! The operator runs on the host, like the servers: a server on a loopback address is one
@@ -30,7 +30,7 @@ const SYNC: Duration = Duration::from_secs(60);
 
 /// Loopback is refused by default: tests that serve from loopback to try something else
 /// than the policy allow it.
-const ALLOW_LOOPBACK: &str = "--json-allow-cidr=127.0.0.0/8";
+const ALLOW_LOOPBACK: &str = "--egress-allow-cidr=127.0.0.0/8";
 
 /// A secret-looking string the test servers put in bodies that break a rule.
 const SECRET: &str = "Tok3n-s3cr3t-Q9zX";
@@ -411,6 +411,7 @@ async fn json_uri_naming_localhost_is_refused() {
 async fn json_allow_cidr_for_loopback_lets_a_loopback_uri_sync() {
     let (base, server) = serve_on("127.0.0.2").await;
     let mut t = TestNs::new("json-allow").await;
+    // The flag's old name (an alias of --egress-allow-cidr) still works.
     t.start_operator(&["--json-allow-cidr", "127.0.0.0/8"]);
     t.create_channel("loopback", json_spec(&format!("{base}/channel.json")))
         .await;
@@ -473,8 +474,9 @@ fn json_cidr_flags_with_a_bad_value_are_a_usage_error() {
                 "--kubeconfig=/no/such/kubeconfig",
             ])
             .args(args)
-            .envs(env.iter().copied())
             .env_remove("JSON_DENY_CIDRS")
+            .env_remove("EGRESS_DENY_CIDRS")
+            .envs(env.iter().copied())
             .output()
             .unwrap()
     };
@@ -485,9 +487,15 @@ fn json_cidr_flags_with_a_bad_value_are_a_usage_error() {
             "10.0.0.0/33",
         ),
         (&["--json-allow-cidr=localhost"][..], &[][..], "localhost"),
+        (&["--egress-allow-cidr=localhost"][..], &[][..], "localhost"),
         (
             &[][..],
             &[("JSON_ALLOW_CIDRS", "10.0.0.0/8,fd00::/x")][..],
+            "fd00::/x",
+        ),
+        (
+            &[][..],
+            &[("EGRESS_DENY_CIDRS", "10.0.0.0/8,fd00::/x")][..],
             "fd00::/x",
         ),
     ] {

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(60);
 const FLAGS: [&str; 3] = [
-    "--json-allow-cidr=127.0.0.1/32",
+    "--egress-allow-cidr=127.0.0.1/32",
     "--allow-insecure-registries",
     "--min-sync-interval=1s",
 ];

@@ -624,7 +624,7 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
     let b = TestNs::new("paced-writes-b").await;
     a.start_operator(&[
         &format!("--namespace={}", b.ns),
-        "--json-allow-cidr=127.0.0.0/8",
+        "--egress-allow-cidr=127.0.0.0/8",
         // A namespace alone may use all of --write-qps (the pacing lends what others leave
         // unused), so the total is what bounds A here.
         &format!("--write-qps={QPS}"),

@@ -283,7 +283,7 @@ pub enum Segment {
     Key(String),
 }
 
-pub fn path_string(path: &[Segment]) -> String {
+fn path_string(path: &[Segment]) -> String {
     write_path(path, |_| true)
 }
 

@@ -96,6 +96,14 @@ pub struct Target {
     pub name: String,
 }
 
+/// The channel's `NAMESPACE/NAME`.
+fn target_of(ch: &crate::api::ManagedOSVersionChannel) -> Target {
+    Target {
+        namespace: kube::ResourceExt::namespace(ch).unwrap_or_default(),
+        name: kube::ResourceExt::name_any(ch),
+    }
+}
+
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -111,7 +119,7 @@ pub struct ChannelArg {
 }
 
 /// clap's value parser for [`ChannelArg`] (a malformed one is a usage error, exit 2).
-pub fn parse_channel(text: &str) -> Result<ChannelArg, String> {
+fn parse_channel(text: &str) -> Result<ChannelArg, String> {
     let usage = || {
         format!("{text:?} is not a channel; write NAMESPACE/CHANNEL (or CHANNEL with --namespace)")
     };
@@ -210,14 +218,14 @@ impl Wanted {
     }
 
     /// Whether a namespace was named (`-n`, or the channel's), or `-A` given.
-    pub fn explicit(&self) -> bool {
+    fn explicit(&self) -> bool {
         self.namespace.is_some() || self.all_namespaces
     }
 }
 
 /// The namespace of a channel argument and `--namespace`, which must agree when both are
 /// given (else a usage error, returned as its message). `None`: neither says.
-pub fn namespace_of(
+fn namespace_of(
     channel: Option<&ChannelArg>,
     namespace: Option<&str>,
 ) -> Result<Option<String>, String> {
@@ -319,14 +327,14 @@ impl ClusterArgs {
 }
 
 /// Writes `text` to `out` and flushes it.
-pub fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), CliError> {
+fn write_out(out: &mut impl std::io::Write, text: &str) -> Result<(), CliError> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(CliError::Output)
 }
 
 /// The channels of `scope`, one API call (a missing channel is [`CliError::NotFound`]).
-pub async fn read_channels(
+async fn read_channels(
     client: &Client,
     scope: &Scope,
 ) -> Result<Vec<crate::api::ManagedOSVersionChannel>, CliError> {

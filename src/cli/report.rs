@@ -4,8 +4,10 @@
 
 use serde::Serialize;
 
-use super::Target;
 use super::changes::Changes;
+use super::output::{self, Format};
+use super::progress::Progress;
+use super::{CliError, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -103,7 +105,7 @@ impl SyncResult {
 
 /// `sync -o json|yaml`: `{"channels": [...]}`, sorted by namespace and name.
 #[derive(Serialize)]
-pub struct SyncDocument {
+struct SyncDocument {
     pub channels: Vec<SyncResult>,
 }
 
@@ -111,6 +113,50 @@ impl SyncDocument {
     pub fn new(mut channels: Vec<SyncResult>) -> Self {
         channels.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         SyncDocument { channels }
+    }
+}
+
+/// Prints each result as it comes (a table), or all of them at the end (a document).
+pub(super) struct Reporter {
+    format: Format,
+    results: Vec<SyncResult>,
+}
+
+impl Reporter {
+    pub(super) fn new(format: Format) -> Self {
+        Reporter {
+            format,
+            results: Vec::new(),
+        }
+    }
+
+    /// A channel's result; its error or warning goes to stderr in every format.
+    pub(super) fn report(
+        &mut self,
+        progress: &mut Progress,
+        result: SyncResult,
+    ) -> Result<(), CliError> {
+        let (out, err) = result.lines();
+        if !self.format.is_document() {
+            for line in &out {
+                progress.out(line).map_err(CliError::Output)?;
+            }
+        }
+        for line in &err {
+            progress.err(line);
+        }
+        self.results.push(result);
+        Ok(())
+    }
+
+    /// Prints the document, if one; whether every channel's result was good.
+    pub(super) fn finish(self, progress: &mut Progress) -> Result<bool, CliError> {
+        let ok = self.results.iter().all(SyncResult::ok);
+        if self.format.is_document() {
+            let doc = output::document(self.format, &SyncDocument::new(self.results), false);
+            progress.out(doc.trim_end()).map_err(CliError::Output)?;
+        }
+        Ok(ok)
     }
 }
 

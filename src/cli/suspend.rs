@@ -8,8 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::output::{self, Format};
-use super::sync::target_of;
-use super::{CliError, ClusterArgs};
+use super::{CliError, ClusterArgs, target_of};
 use crate::api::ManagedOSVersionChannel;
 
 /// The field manager of `spec.suspend` as these commands write it.

@@ -13,11 +13,10 @@ use serde_json::json;
 
 use super::changes::{self, Snapshot};
 use super::outcome::{Request, State};
-use super::output::{self, Format};
 use super::progress::Progress;
-use super::report::{Outcome, SyncDocument, SyncResult};
+use super::report::{Outcome, Reporter, SyncResult};
 use super::wait::Waits;
-use super::{CliError, ClusterArgs, Scope, Target};
+use super::{CliError, ClusterArgs, Scope, Target, target_of};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION,
 };
@@ -94,57 +93,6 @@ pub async fn run(args: SyncArgs) -> Result<bool, CliError> {
         .await?;
     progress.finish();
     reporter.finish(&mut progress)
-}
-
-pub(super) fn target_of(ch: &ManagedOSVersionChannel) -> Target {
-    Target {
-        namespace: ch.namespace().unwrap_or_default(),
-        name: ch.name_any(),
-    }
-}
-
-/// Prints each result as it comes (a table), or all of them at the end (a document).
-pub(super) struct Reporter {
-    format: Format,
-    results: Vec<SyncResult>,
-}
-
-impl Reporter {
-    fn new(format: Format) -> Self {
-        Reporter {
-            format,
-            results: Vec::new(),
-        }
-    }
-
-    /// A channel's result; its error or warning goes to stderr in every format.
-    pub(super) fn report(
-        &mut self,
-        progress: &mut Progress,
-        result: SyncResult,
-    ) -> Result<(), CliError> {
-        let (out, err) = result.lines();
-        if !self.format.is_document() {
-            for line in &out {
-                progress.out(line).map_err(CliError::Output)?;
-            }
-        }
-        for line in &err {
-            progress.err(line);
-        }
-        self.results.push(result);
-        Ok(())
-    }
-
-    /// Prints the document, if one; whether every channel's result was good.
-    fn finish(self, progress: &mut Progress) -> Result<bool, CliError> {
-        let ok = self.results.iter().all(SyncResult::ok);
-        if self.format.is_document() {
-            let doc = output::document(self.format, &SyncDocument::new(self.results), false);
-            progress.out(doc.trim_end()).map_err(CliError::Output)?;
-        }
-        Ok(ok)
-    }
 }
 
 /// The versions each channel controls now, by channel.

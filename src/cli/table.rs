@@ -33,7 +33,7 @@ pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
 }
 
 /// The row of one channel's view, as of `now`.
-pub fn row_of(v: &ChannelView, now: Timestamp) -> [String; 9] {
+fn row_of(v: &ChannelView, now: Timestamp) -> [String; 9] {
     let dash = || "-".to_string();
     let next = if v.syncing {
         "syncing".to_string()
@@ -93,7 +93,7 @@ pub fn render_views(views: &[ChannelView], now: Timestamp) -> String {
 
 /// `sha256:` and the first hex digits of a digest (an image ID such as
 /// `registry/image@sha256:...`); other revisions (an ETag, a date) cut to a few characters.
-pub fn short_revision(revision: &str) -> String {
+fn short_revision(revision: &str) -> String {
     if let Some(at) = revision.find("sha256:") {
         let hex: String = revision
             .get(at.saturating_add("sha256:".len())..)

@@ -7,10 +7,11 @@
 //! and `kube_io` (its implementation over the API server and the watch caches), `pipeline`
 //! (the steps of one reconciliation), `record` (what is kept per channel, and the sync
 //! slots), `slots` (the pure sync slots: who may sync, who waits, who is next), `caches`
-//! (the shared watch caches and what triggers a reconciliation), `json_source` (json
-//! fetches and their kept bodies), `events` (Events and their series), `writes` (the
-//! all-or-nothing version writes), `pacing` (their turns per namespace), `pods` (the syncer
-//! pod), `errors` (API errors and their classes).
+//! (the shared watch caches and what triggers a reconciliation), `remote` (json fetches,
+//! oci pulls and their kept data), `events` (Events and their series), `writes` (the
+//! all-or-nothing version writes), `writer` (the one writer of versions: paced, counted,
+//! budgeted), `pacing` (its turns per namespace), `pods` (the syncer pod), `errors` (API
+//! errors and their classes).
 //!
 //! Failure model: whatever fails in an attempt (an API error while observing, a write the
 //! API server refuses, channel data that breaks a rule) is decided like any failed sync:
@@ -25,13 +26,13 @@ mod errors;
 mod events;
 mod finalize;
 mod io;
-mod json_source;
 mod kube_io;
 mod pacing;
 mod pipeline;
 mod pods;
 mod record;
 mod run;
+mod remote;
 mod slots;
 pub mod version_index;
 pub mod version_meta;

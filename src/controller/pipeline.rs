@@ -28,7 +28,7 @@ use tracing::warn;
 use super::Key;
 use super::errors::{Error, kube_err};
 use super::io::ChannelIo;
-use super::json_source::Remote;
+use super::remote::Remote;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
 use crate::failure::SyncFailure;
@@ -47,7 +47,7 @@ struct Gathered {
     pod: Option<Arc<Pod>>,
     display_log: Option<Vec<u8>>,
     runner_log: Option<String>,
-    /// The fetch (or pull), and the key of the data kept for it (see `json_source`).
+    /// The fetch (or pull), and the key of the data kept for it (see `remote`).
     fetched: Option<(String, Fetched)>,
     versions: Option<Vec<Arc<ManagedOSVersion>>>,
     pod_create_error: Option<SyncFailure>,

@@ -16,13 +16,14 @@ use kube::{Api, Client};
 use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
-use super::auth::{self, Lookup, Verdict, Verdicts};
+use super::auth::{self, Verdict};
+use super::verdicts::{self, Lookup, Verdicts};
 
 /// Reviews under way at once; more callers get 503 until one ends.
-pub const MAX_REVIEWS: usize = 4;
+const MAX_REVIEWS: usize = 4;
 /// Renewals (tokens allowed before) under way at once, besides [`MAX_REVIEWS`]: two, for a
 /// pair of Prometheus replicas.
-pub const MAX_RENEWALS: usize = 2;
+const MAX_RENEWALS: usize = 2;
 
 const BUSY: &str = "too many authorization reviews under way; retry later";
 
@@ -53,7 +54,7 @@ impl Reviewer {
             Ok(token) => token,
             Err(verdict) => return verdict,
         };
-        let key = auth::token_hash(token);
+        let key = verdicts::token_hash(token);
         let known = match self.cache.lock() {
             Ok(cache) => cache.lookup(&key, Instant::now()),
             Err(_) => Lookup::Ask,

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use crate::api::ManagedOSVersionChannel;
 use crate::controller;
-use crate::egress::{Cidr, Policy};
+use crate::egress::Cidr;
 use crate::fetch;
 use crate::leader::{Elector, LeaseConfig};
 use crate::metrics::{self, Metrics};
@@ -257,10 +257,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
             total_qps: args.write_qps,
         },
     };
-    let mut policy = Policy::new(args.json_deny_cidrs.clone(), args.json_allow_cidrs.clone());
-    if args.json_deny_private_ranges {
-        policy = policy.deny_private_ranges();
-    }
+    let policy = args.egress_policy();
     let registry = crate::registry::Client::new(policy.clone(), args.max_layer_bytes)
         .map_err(|e| OperatorError::Http(e.to_string()))?;
     let http = fetch::Client::new(policy).map_err(|e| OperatorError::Http(e.to_string()))?;
@@ -286,8 +283,8 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         image = %args.operator_image,
         namespaces = ?args.namespaces,
         shard = args.shard().unwrap_or("(every channel)"),
-        json_deny_cidrs = %cidrs(&args.json_deny_cidrs),
-        json_allow_cidrs = %cidrs(&args.json_allow_cidrs),
+        egress_deny_cidrs = %cidrs(&args.deny_cidrs()),
+        egress_allow_cidrs = %cidrs(&args.allow_cidrs()),
         "rancheros-operator {} starting",
         env!("CARGO_PKG_VERSION")
     );

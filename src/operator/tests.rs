@@ -24,30 +24,79 @@ fn parse(extra: &[&str]) -> Result<OperatorArgs, clap::Error> {
 }
 
 #[test]
-fn json_cidr_flags_default_repeat_and_refuse_bad_values() {
+fn egress_flags_default_repeat_and_refuse_bad_values() {
     let cidrs = |l: &[&str]| -> Vec<Cidr> { l.iter().map(|c| c.parse().unwrap()).collect() };
     let args = parse(&[]).unwrap();
-    assert_eq!(args.json_deny_cidrs, cidrs(&egress::DEFAULT_DENY));
-    assert!(args.json_allow_cidrs.is_empty());
+    assert_eq!(args.deny_cidrs(), cidrs(&egress::DEFAULT_DENY));
+    assert!(args.allow_cidrs().is_empty());
+    assert_eq!(args.egress_policy(), egress::Policy::default());
+    // The new names and the old ones (aliases) are the same lists: they add up.
+    for (deny, allow) in [
+        ("--egress-deny-cidr", "--egress-allow-cidr"),
+        ("--json-deny-cidr", "--json-allow-cidr"),
+    ] {
+        let args = parse(&[
+            &format!("{deny}=10.0.0.0/8,127.0.0.0/8"),
+            deny,
+            "::1",
+            &format!("{allow}=10.1.0.0/16"),
+        ])
+        .unwrap();
+        let want = cidrs(&["10.0.0.0/8", "127.0.0.0/8", "::1/128"]);
+        assert_eq!(args.deny_cidrs(), want, "{deny}");
+        assert_eq!(args.allow_cidrs(), cidrs(&["10.1.0.0/16"]), "{allow}");
+        assert_eq!(
+            args.egress_policy(),
+            egress::Policy::new(want, cidrs(&["10.1.0.0/16"]))
+        );
+    }
     let args = parse(&[
-        "--json-deny-cidr=10.0.0.0/8,127.0.0.0/8",
-        "--json-deny-cidr",
-        "::1",
+        "--egress-deny-cidr=10.0.0.0/8",
+        "--json-deny-cidr=::1",
         "--json-allow-cidr=10.1.0.0/16",
+        "--egress-allow-cidr=10.2.0.0/16",
     ])
     .unwrap();
-    assert_eq!(
-        args.json_deny_cidrs,
-        cidrs(&["10.0.0.0/8", "127.0.0.0/8", "::1/128"])
-    );
-    assert_eq!(args.json_allow_cidrs, cidrs(&["10.1.0.0/16"]));
+    assert_eq!(args.deny_cidrs(), cidrs(&["10.0.0.0/8", "::1/128"]));
+    assert_eq!(args.allow_cidrs(), cidrs(&["10.2.0.0/16", "10.1.0.0/16"]));
+    for flag in ["--egress-deny-private-ranges", "--json-deny-private-ranges"] {
+        assert_eq!(
+            parse(&[flag]).unwrap().egress_policy(),
+            egress::Policy::default().deny_private_ranges(),
+            "{flag}"
+        );
+    }
     for bad in [
+        "--egress-deny-cidr=10.0.0.0/33",
         "--json-deny-cidr=10.0.0.0/33",
+        "--egress-allow-cidr=",
         "--json-allow-cidr=",
+        "--egress-allow-cidr=x",
         "--json-allow-cidr=x",
     ] {
         let e = parse(&[bad]).err().unwrap();
         assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+    }
+}
+
+#[test]
+fn old_egress_flag_names_are_hidden_and_named_in_the_new_ones_help() {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    for (new, old) in [
+        ("egress_deny_cidrs", "json-deny-cidr"),
+        ("egress_allow_cidrs", "json-allow-cidr"),
+        ("egress_deny_private_ranges", "json-deny-private-ranges"),
+    ] {
+        let arg = cmd.get_arguments().find(|a| a.get_id() == new).unwrap();
+        assert!(!arg.is_hide_set(), "{new}");
+        let help = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+        assert!(help.contains(&format!("--{old}")), "{new}: {help}");
+        let alias = cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(old))
+            .unwrap();
+        assert!(alias.is_hide_set(), "{old}");
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 
 pub mod auth;
+mod get;
 pub mod layers;
 pub mod manifest;
 mod pull;

@@ -2,12 +2,12 @@
 
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
-use reqwest::header::CONTENT_TYPE;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use super::get::{get_blob, get_manifest};
 use super::layers::{self, Bounds, Found, Transport};
-use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, MAX_MANIFEST_BYTES, Manifest};
+use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, Manifest};
 use super::session::{Session, chunks, read_capped};
 use super::{Access, Client, PullError, matches, sha256, signature, status_error};
 use crate::budget::Hold;
@@ -16,7 +16,7 @@ use crate::fetch::{Response, Validators};
 
 /// How many zstd layers are decoded at once, all pulls together (each decoder holds up to
 /// ~25 MiB at the window cap, `layers::MAX_ZSTD_WINDOW`).
-pub const ZSTD_DECODERS_AT_ONCE: usize = 2;
+const ZSTD_DECODERS_AT_ONCE: usize = 2;
 static ZSTD_DECODERS: tokio::sync::Semaphore =
     tokio::sync::Semaphore::const_new(ZSTD_DECODERS_AT_ONCE);
 
@@ -233,30 +233,6 @@ async fn resolve(session: &mut Session<'_>, tag: &str) -> Result<Option<String>,
         .map(str::to_string))
 }
 
-pub(super) async fn get_manifest(
-    session: &mut Session<'_>,
-    reference: &str,
-) -> Result<(Vec<u8>, Option<String>), PullError> {
-    let url = session.url("manifests", reference);
-    let response = session.send(Method::GET, &url, Some(ACCEPT)).await?;
-    if !response.status().is_success() {
-        let shown = format!("{}:{reference}", session.repo()).replace(":sha256:", "@sha256:");
-        return Err(status_error(
-            response.status(),
-            format!("the manifest {shown}"),
-            session.repo(),
-            Some(shown),
-        ));
-    }
-    let content_type = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let body = read_capped(response, MAX_MANIFEST_BYTES, "the manifest", session).await?;
-    Ok((body, content_type))
-}
-
 /// The data of an image (the file, layers top down) or of an artifact (its JSON layer).
 async fn read_data(
     session: &mut Session<'_>,
@@ -423,23 +399,6 @@ where
         }
     })
     .boxed()
-}
-
-pub(super) async fn get_blob(
-    session: &mut Session<'_>,
-    digest: &str,
-) -> Result<reqwest::Response, PullError> {
-    let url = session.url("blobs", digest);
-    let response = session.send(Method::GET, &url, None).await?;
-    if !response.status().is_success() {
-        return Err(status_error(
-            response.status(),
-            format!("blob {digest} of {}", session.repo()),
-            session.repo(),
-            None,
-        ));
-    }
-    Ok(response)
 }
 
 #[cfg(test)]

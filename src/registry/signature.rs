@@ -1,7 +1,7 @@
 //! `spec.verify`: the digest's cosign signature fetched from the image's repository (the
 //! `sha256-<hex>.sig` tag) and checked by [`crate::cosign`] before any data is used.
 
-use super::pull::{get_blob, get_manifest};
+use super::get::{get_blob, get_manifest};
 use super::session::{Session, read_capped};
 use super::{PullError, matches};
 use crate::cosign::{self, MAX_PAYLOAD_BYTES, PublicKey};

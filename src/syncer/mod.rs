@@ -12,6 +12,7 @@ pub mod drift;
 mod json;
 pub mod orphan;
 mod outcome;
+mod owner;
 mod paused;
 mod phase;
 pub mod pod;

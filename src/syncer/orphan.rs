@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::versions::controlled_by;
+use super::owner::controlled_by;
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
     ORPHAN_FINALIZER, ORPHANED_FROM_ANNOTATION, OnChannelDelete,

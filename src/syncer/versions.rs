@@ -10,6 +10,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
 use super::Effect;
+// Where the callers outside `syncer` have always found it; it lives with `orphan`'s other
+// needs in `owner`, so that `orphan` and `versions` do not import each other.
+pub use super::owner::controlled_by;
 use crate::api::{
     CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
     NO_LONGER_IN_SYNC_ANNOTATION,
@@ -83,14 +86,6 @@ pub fn metadata_only(v: &ManagedOSVersion) -> bool {
             .iter()
             .flatten()
             .all(|m| m.fields_v1.is_none())
-}
-
-pub fn controlled_by(meta: &ObjectMeta, channel: &ManagedOSVersionChannel) -> bool {
-    let uid = channel.uid();
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
 }
 
 fn is_flagged(v: &ManagedOSVersion) -> bool {

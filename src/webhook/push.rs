@@ -23,7 +23,7 @@ pub struct Push {
 }
 
 /// The most pushes one request may name; a registry batches far fewer.
-pub const MAX_PUSHES: usize = 256;
+const MAX_PUSHES: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PushError {

@@ -81,7 +81,7 @@ async fn a_flood_of_made_up_tokens_leaves_the_scrapers_cached_verdict_in_place()
         Verdict::Allowed
     );
     // More distinct tokens than the refusals' cache holds: every one reviewed, refused.
-    for i in 0..auth::CACHE_ENTRIES + 100 {
+    for i in 0..verdicts::CACHE_ENTRIES + 100 {
         let verdict = reviewer
             .verdict(Some(&bearer(&format!("made-up-{i}"))))
             .await;

@@ -1,0 +1,312 @@
+//! The import graph of `src/`, read from the source: no two modules of one parent (or two
+//! top-level modules) import each other, directly or around a circle. A circle means
+//! neither can be read, changed or tested without the other: the shared piece belongs in
+//! one of them, or in a module of its own.
+//!
+//! A module's "room" is the module with everything under it (`registry::layers::tests`
+//! belongs to the room `registry::layers`); an arrow runs from a room to a sibling room
+//! it names by a `crate::` or `super::` path, in a `use` or inline. Test code is left out
+//! (test modules and files, `#[cfg(test)] mod` blocks): a test may use what it likes to
+//! build its case. No compiler is involved, so paths built by macros are not seen; the
+//! source has none that matter.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+type Module = Vec<String>;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module a file is (`src/cli/sync.rs`: `cli::sync`; `src/cli/mod.rs`: `cli`; the
+/// crate roots: the empty path). Files named by `#[path]` count as their own module under
+/// their directory's: still inside the same room.
+fn module_of(file: &Path) -> Module {
+    let rel = file.strip_prefix(src()).unwrap().with_extension("");
+    let mut parts: Module = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Whether a module is test code by its name (`tests`, `tests_oci`, `version_index_tests`).
+fn is_test(module: &Module) -> bool {
+    module
+        .iter()
+        .any(|m| m == "tests" || m.starts_with("tests_") || m.ends_with("_tests"))
+}
+
+/// The source without `//` comments (doc comments name paths that are not imports) and
+/// without inline `#[cfg(test)] mod name { ... }` blocks.
+fn code(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default());
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let Some(next) = lines.next() else { break };
+        if !(next.trim_start().starts_with("mod ") && next.trim_end().ends_with('{')) {
+            out.push_str(next);
+            out.push('\n');
+            continue;
+        }
+        // Skip to the block's closing brace.
+        let mut depth = 1_i32;
+        for inner in lines.by_ref() {
+            depth += inner.matches('{').count() as i32 - inner.matches('}').count() as i32;
+            if depth <= 0 {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The absolute paths a file names from `crate::`, `super::` or `self::`, resolved
+/// against its module; one level of braces is expanded (`crate::{a, b::c}`).
+fn named_paths(module: &Module, text: &str) -> Vec<Module> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let bytes: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts_word = i == 0 || !(ident(bytes[i - 1]) || bytes[i - 1] == ':');
+        let rest: String = bytes[i..bytes.len().min(i + 7)].iter().collect();
+        let base = if !starts_word {
+            None
+        } else if rest.starts_with("crate::") {
+            i += 7;
+            Some(Vec::new())
+        } else if rest.starts_with("super::") || rest.starts_with("self::") {
+            let mut base = module.clone();
+            while bytes[i..].iter().collect::<String>().starts_with("super::") {
+                base.pop();
+                i += 7;
+            }
+            if bytes[i..].iter().collect::<String>().starts_with("self::") {
+                i += 6;
+            }
+            Some(base)
+        } else {
+            None
+        };
+        let Some(base) = base else {
+            i += 1;
+            continue;
+        };
+        // The path's segments up to a `{`, then the group's members (their first segments
+        // are enough to find the room).
+        let mut path = base;
+        let mut segment = String::new();
+        while i < bytes.len() && (ident(bytes[i]) || bytes[i] == ':') {
+            if bytes[i] == ':' {
+                if !segment.is_empty() {
+                    path.push(std::mem::take(&mut segment));
+                }
+            } else {
+                segment.push(bytes[i]);
+            }
+            i += 1;
+        }
+        if !segment.is_empty() {
+            path.push(segment);
+        }
+        if bytes.get(i) == Some(&'{') {
+            let end = bytes[i..]
+                .iter()
+                .position(|c| *c == '}')
+                .map_or(bytes.len(), |p| i + p);
+            let group: String = bytes[i + 1..end].iter().collect();
+            for member in group.split([',', '{']) {
+                let first: String = member.trim().chars().take_while(|c| ident(*c)).collect();
+                if !first.is_empty() && first != "self" {
+                    let mut p = path.clone();
+                    p.push(first);
+                    out.push(p);
+                }
+            }
+            i = end;
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// The arrows between sibling rooms: for each parent, from child room to child room, with
+/// a file that draws it.
+fn arrows() -> BTreeMap<Module, BTreeMap<(String, String), String>> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let modules: BTreeSet<Module> = files.iter().map(|f| module_of(f)).collect();
+    let mut arrows: BTreeMap<Module, BTreeMap<(String, String), String>> = BTreeMap::new();
+    for file in &files {
+        let from = module_of(file);
+        if is_test(&from) {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for to in named_paths(&from, &text) {
+            // The longest prefix of the path that is a module: what it names.
+            let Some(target) = (0..=to.len())
+                .rev()
+                .map(|n| to[..n].to_vec())
+                .find(|p| modules.contains(p))
+            else {
+                continue;
+            };
+            // The first level where the two differ: the parent and the two rooms in it.
+            let common = from.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if let (Some(a), Some(b)) = (from.get(common), target.get(common)) {
+                let parent = from[..common].to_vec();
+                let name = file.strip_prefix(src()).unwrap().display().to_string();
+                arrows
+                    .entry(parent)
+                    .or_default()
+                    .entry((a.clone(), b.clone()))
+                    .or_insert(name);
+            }
+        }
+    }
+    arrows
+}
+
+/// The rooms that lie on a circle, in the order they were found.
+fn circles(edges: &BTreeSet<(String, String)>) -> Vec<Vec<String>> {
+    let next = |n: &str| -> Vec<&String> {
+        edges
+            .iter()
+            .filter(|(a, _)| a == n)
+            .map(|(_, b)| b)
+            .collect()
+    };
+    let reaches = |from: &str, to: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(n) = todo.pop() {
+            if n == to {
+                return true;
+            }
+            if seen.insert(n.clone()) {
+                todo.extend(next(&n).into_iter().cloned());
+            }
+        }
+        false
+    };
+    // Strongly connected components, by mutual reachability (the graphs are small).
+    let nodes: BTreeSet<&String> = edges.iter().flat_map(|(a, b)| [a, b]).collect();
+    let mut found: Vec<Vec<String>> = Vec::new();
+    for n in &nodes {
+        if found.iter().any(|c| c.contains(n)) {
+            continue;
+        }
+        let component: Vec<String> = nodes
+            .iter()
+            .filter(|m| reaches(n, m) && reaches(m, n))
+            .map(|m| m.to_string())
+            .collect();
+        if component.len() > 1 {
+            found.push(component);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_import_circle_between_sibling_modules() {
+    let arrows = arrows();
+    assert!(
+        arrows.values().map(BTreeMap::len).sum::<usize>() > 50,
+        "{arrows:?}"
+    );
+    let circles: Vec<String> = arrows
+        .iter()
+        .flat_map(|(parent, edges)| {
+            let parent = if parent.is_empty() {
+                "crate".to_string()
+            } else {
+                parent.join("::")
+            };
+            let pairs: BTreeSet<(String, String)> = edges.keys().cloned().collect();
+            circles(&pairs).into_iter().map(move |c| {
+                let drawn: Vec<String> = edges
+                    .iter()
+                    .filter(|((a, b), _)| c.contains(a) && c.contains(b))
+                    .map(|((a, b), file)| format!("{a} -> {b} (src/{file})"))
+                    .collect();
+                format!("{parent}: {}; {}", c.join(" <-> "), drawn.join(", "))
+            })
+        })
+        .collect();
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
+}
+
+#[test]
+fn the_checker_sees_paths_and_circles() {
+    let m = |s: &str| -> Module { s.split("::").map(String::from).collect() };
+    let paths = named_paths(
+        &m("cli::sync"),
+        "use super::wait::Waits;\nuse crate::{duration, syncer::versions};\nx::crate::no",
+    );
+    assert!(paths.contains(&m("cli::wait::Waits")), "{paths:?}");
+    assert!(paths.contains(&m("duration")), "{paths:?}");
+    assert!(paths.contains(&m("syncer")), "{paths:?}");
+    assert!(
+        !paths.iter().any(|p| p.contains(&"no".to_string())),
+        "{paths:?}"
+    );
+    let stripped =
+        code("use a; // crate::b\n#[cfg(test)]\nmod tests {\n    use crate::c;\n}\nuse d;");
+    assert_eq!(stripped, "use a; \nuse d;\n");
+    let edges = |list: &[(&str, &str)]| -> BTreeSet<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        circles(&edges(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])),
+        vec![vec!["a".to_string(), "b".into(), "c".into()]]
+    );
+    assert!(circles(&edges(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
+}
+
+/// No file of `src/` is over 450 lines: a file longer than that holds more than one
+/// concern, or one told at too great a length, for a reader who meets it first.
+#[test]
+fn no_source_file_over_450_lines() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            let name = f.strip_prefix(src()).unwrap().display();
+            (lines > 450).then(|| format!("src/{name} ({lines})"))
+        })
+        .collect();
+    assert!(long.is_empty(), "files over 450 lines: {long:#?}");
+}
