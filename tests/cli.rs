@@ -177,15 +177,21 @@ fn sync_and_status_usage_errors_exit_2() {
         (&["status", "-A", "-n", "x"], "cannot be used with"),
         (&["status", "a/b", "-n", "c"], "not in --namespace c"),
     ] {
-        // No cluster is reached: the usage is checked first.
-        let o = bin()
-            .args(args)
-            .env("KUBECONFIG", "/no/such/kubeconfig")
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_usage_error(args, says);
     }
+}
+
+/// `args` exit 2 and say `says` on stderr, with no cluster reached: the usage is checked
+/// first.
+#[track_caller]
+fn assert_usage_error(args: &[&str], says: &str) {
+    let o = bin()
+        .args(args)
+        .env("KUBECONFIG", "/no/such/kubeconfig")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
 }
 
 // ---- against the cluster ----
@@ -214,11 +220,7 @@ fn stdout(o: &Output) -> String {
 
 /// The lines of stderr that report errors (the others are progress lines).
 fn error_lines(o: &Output) -> Vec<String> {
-    stderr(o)
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .map(String::from)
-        .collect()
+    lines_starting(&stderr(o), "error:")
 }
 
 /// A custom channel whose runner prints what the ConfigMap `data` holds under `key`: the
@@ -248,6 +250,18 @@ async fn set_data(t: &TestNs, key: &str, versions: &[(&str, &str)]) {
     )
     .await
     .unwrap();
+}
+
+/// Asserts that the command exited 0, showing its stderr and the operator's log when not.
+#[track_caller]
+fn assert_success(o: &Output, t: &TestNs) {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        stderr(o),
+        t.operator_log()
+    );
 }
 
 fn failed_attempts(ch: &rancheros_operator::api::ManagedOSVersionChannel) -> i64 {

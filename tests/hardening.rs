@@ -35,8 +35,7 @@ fn slow_script(secs: u32, data: &Value) -> String {
 
 #[tokio::test]
 async fn hostile_uris_leave_the_operator_running_and_other_channels_syncing() {
-    let mut t = TestNs::new("hostile-uri").await;
-    t.start_operator(&["--retry-delay=60s"]);
+    let mut t = TestNs::started("hostile-uri", &["--retry-delay=60s"]).await;
     // Multi-byte text next to the scheme, an unparsable host, a huge URL: each is a failed
     // sync of its own channel, never a crash. (`http:€//x` itself the API server now
     // refuses by the CRD's rule; config's unit tests keep it.)
@@ -52,11 +51,8 @@ async fn hostile_uris_leave_the_operator_running_and_other_channels_syncing() {
         )
         .await;
     }
-    t.create_channel(
-        "good",
-        custom_spec(&write_script(&channel_data(&[("ok", "v1")]))),
-    )
-    .await;
+    t.create_custom("good", &channel_data(&[("ok", "v1")]))
+        .await;
     for (name, _) in &hostile {
         let ch = t.wait_ready(name, "FailedToSync", SYNC).await;
         assert!(
@@ -88,8 +84,7 @@ async fn a_quota_that_refuses_the_third_of_five_new_versions_leaves_all_five_abs
         ("v-4", "4"),
         ("v-5", "5"),
     ]);
-    t.create_channel("five", custom_spec(&write_script(&five)))
-        .await;
+    t.create_custom("five", &five).await;
     let ch = t.wait_ready("five", "FailedToSync", SYNC).await;
     let message = ready_message(&ch);
     assert!(message.contains("exceeded quota"), "{message}");
@@ -120,8 +115,7 @@ fn numbered_versions_script(n: usize) -> String {
 
 #[tokio::test]
 async fn a_version_created_by_someone_else_during_the_sync_is_not_taken_over() {
-    let mut t = TestNs::new("created-meanwhile").await;
-    t.start_operator(&["--retry-delay=60s"]);
+    let t = TestNs::started("created-meanwhile", &["--retry-delay=60s"]).await;
     // 1,000 new versions: every dry run passes (none exists yet), then the real writes take
     // seconds. As soon as the first one lands, someone else creates the last one, long
     // before the operator's own write of it.
@@ -171,8 +165,7 @@ async fn a_version_created_by_someone_else_during_the_sync_is_not_taken_over() {
         "{managers:?}"
     );
     // The next sync meets it before any write, as a conflict.
-    t.request_sync("ch", "after-the-race").await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    let ch = t.sync_again("ch", "after-the-race", &ch, SYNC).await;
     let message = ready_message(&ch);
     assert!(
         message

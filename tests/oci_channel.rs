@@ -23,10 +23,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use common::*;
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
 use kube::ResourceExt;
-use kube::api::PostParams;
 use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(60);
@@ -179,23 +176,19 @@ impl Layout {
         } else {
             format!("--dest-cert-dir={}", ca_dir().display())
         };
-        let out = Command::new("skopeo")
-            .args([
-                "copy",
-                "--all",
-                "--preserve-digests",
-                &tls,
-                "--dest-creds",
-                &format!("{u}:{p}"),
-            ])
-            .arg(format!("oci:{}:{tag}", self.dir.display()))
-            .arg(format!("docker://{registry}/{repo}:{tag}"))
-            .output()
-            .expect("skopeo (installed by scripts/cluster up)");
-        assert!(
-            out.status.success(),
-            "skopeo copy: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new("skopeo")
+                .args([
+                    "copy",
+                    "--all",
+                    "--preserve-digests",
+                    &tls,
+                    "--dest-creds",
+                    &format!("{u}:{p}"),
+                ])
+                .arg(format!("oci:{}:{tag}", self.dir.display()))
+                .arg(format!("docker://{registry}/{repo}:{tag}")),
+            "skopeo copy (installed by scripts/cluster up)",
         );
     }
 }
@@ -241,13 +234,7 @@ fn push_artifact(repo: &str, tag: &str, data: &Value, media_type: &str) -> Strin
         .spawn()
         .unwrap();
     oras.stdin.take().unwrap().write_all(p.as_bytes()).unwrap();
-    let out = oras.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "oras push: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pushed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pushed: Value = serde_json::from_slice(&success_stdout(oras, "oras push")).unwrap();
     pushed["digest"].as_str().unwrap().to_string()
 }
 
@@ -257,14 +244,8 @@ async fn pull_secret(t: &TestNs, name: &str, user: &str, pass: &str) {
 
 async fn pull_secret_for(t: &TestNs, name: &str, registry: &str, user: &str, pass: &str) {
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-    let config = json!({"auths": {registry: {"auth": auth}}}).to_string();
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
-        "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": config}}))
-    .unwrap();
-    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_pull_secret(name, json!({"auths": {registry: {"auth": auth}}}))
+        .await;
 }
 
 fn oci(image: &str, extra: Value) -> Value {
@@ -315,8 +296,9 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
     install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let image = format!("{}/{repo}:v1", registry());
-    t.create_channel("elemental", oci(&image, json!({}))).await;
-    let ch = t.wait_ready("elemental", "Synchronized", SYNC).await;
+    let ch = t
+        .create_synced("elemental", oci(&image, json!({})), SYNC)
+        .await;
     assert_eq!(
         ch.status.as_ref().unwrap().source_revision.as_deref(),
         Some(format!("v1@{digest}").as_str())
@@ -341,13 +323,8 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
         .await
         .unwrap();
     let before = t.channel("elemental").await;
-    t.request_sync("elemental", "1").await;
-    let ch = t.wait_next_attempt("elemental", &before, SYNC).await;
-    assert!(
-        ready_message(&ch).contains("(the image's digest is unchanged)"),
-        "{}",
-        ready_message(&ch)
-    );
+    let ch = t.sync_again("elemental", "1", &before, SYNC).await;
+    assert_message_contains(&ch, "(the image's digest is unchanged)");
     assert_eq!(
         t.version_names().await,
         ["sl-micro-6-0-a", "sl-micro-6-0-b"]
@@ -365,8 +342,7 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
     );
     assert_ne!(digest, digest2);
     let before = t.channel("elemental").await;
-    t.request_sync("elemental", "2").await;
-    let ch = t.wait_next_attempt("elemental", &before, SYNC).await;
+    let ch = t.sync_again("elemental", "2", &before, SYNC).await;
     assert_eq!(
         ch.status.as_ref().unwrap().source_revision.as_deref(),
         Some(format!("v1@{digest2}").as_str())
@@ -620,8 +596,9 @@ async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key
     install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     let image = format!("{}/{ns}/sl-micro-61-baremetal:2.1.1", registry());
-    t.create_channel("sl-micro", oci(&image, json!({}))).await;
-    let ch = t.wait_ready("sl-micro", "Synchronized", SYNC).await;
+    let ch = t
+        .create_synced("sl-micro", oci(&image, json!({})), SYNC)
+        .await;
     assert_eq!(
         ch.status.unwrap().source_revision.as_deref(),
         Some(format!("2.1.1@{digest}").as_str())

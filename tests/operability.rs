@@ -24,10 +24,9 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, PostParams};
+use kube::ResourceExt;
+use kube::api::DeleteParams;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, ResourceExt};
 use rancheros_operator::api::{
     ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION, READY, RECONCILING, STALLED,
 };
@@ -74,21 +73,19 @@ impl Registry {
     async fn pull_secret(&self, t: &TestNs, name: &str) {
         let auths =
             json!({"auths": {&self.addr: {"username": self.user, "password": self.password}}});
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "type": "kubernetes.io/dockerconfigjson",
-            "stringData": {".dockerconfigjson": auths.to_string()}
-        }))
-        .unwrap();
-        Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
+        t.create_pull_secret(name, auths).await;
     }
 
     /// Pushes a copy of the image at `source` (a skopeo reference; `source_creds` for the
     /// test registry's own images) to `dest` in the registry, with `env` added to its
     /// config and a label unique to this push. Returns the pushed manifest's digest.
+    /// Pushes the runner image as `image`, built to print `versions` as its channel data.
+    async fn push_channel(&self, image: &str, versions: &[(&str, &str)]) -> String {
+        let data = format!("CHANNEL_DATA={}", channel_data(versions));
+        self.push_variant(&self.runner_source(), true, image, &[data])
+            .await
+    }
+
     async fn push_variant(
         &self,
         source: &str,
@@ -330,22 +327,6 @@ fn slow_script(secs: u32, data: &Value) -> String {
     format!("sleep {secs}; {}", write_script(data))
 }
 
-/// The channel's Events with their series count: `(type, reason, note, count)`.
-async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, String, i32)> {
-    channel_event_objects(t, channel)
-        .await
-        .into_iter()
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-                e.series.map_or(1, |s| s.count),
-            )
-        })
-        .collect()
-}
-
 /// The channel's row as `kubectl get -o wide` prints it: the API server's Table of it,
 /// column name to cell (priority-1 columns included, as `-o wide` shows them).
 async fn table_row(t: &TestNs, name: &str) -> BTreeMap<String, String> {
@@ -401,16 +382,11 @@ async fn a_private_operator_image_reaches_syncer_pods_through_the_syncer_pull_se
     t.start_operator(&[&operator_image]);
     t.create_channel("ch", spec).await;
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
-    let message = ready_message(&ch);
-    assert!(
-        message.starts_with("timed out after 30s: the syncer pod did not finish (display: "),
-        "{message}"
+    let message = assert_pull_failed(
+        &ch,
+        "timed out after 30s: the syncer pod did not finish (display: ",
+        &image,
     );
-    assert!(
-        message.contains("ErrImagePull") || message.contains("ImagePullBackOff"),
-        "{message}"
-    );
-    assert!(message.contains(&image), "{message}");
     eprintln!("without --syncer-image-pull-secret: {message}");
     t.wait_no_pods(SYNC).await;
 

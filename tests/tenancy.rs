@@ -101,8 +101,8 @@ async fn foreign_labelled_pods_do_not_hold_sync_slots() {
         wait_running(&t, &t.pods(), name).await;
     }
     t.start_operator(&["--max-concurrent-syncs=2"]);
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     // The operator left them alone.
     for name in ["impostor-1", "impostor-2"] {
         let pod = t.pods().get(name).await.unwrap();
@@ -136,8 +136,8 @@ async fn channels_deleted_mid_sync_free_their_slots() {
             .await
             .unwrap();
     }
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     t.cleanup().await;
 }
 
@@ -503,15 +503,8 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
             (stalled(&ch) && !reconciling(&ch)).then_some(())
         })
         .await;
-        t.eventually(&format!("{name}'s own pod to go"), SYNC, || async {
-            t.pods()
-                .get_opt(name)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        t.wait_gone(&t.pods(), name, &format!("{name}'s own pod to go"), SYNC)
+            .await;
     }
     // Backing off for their interval: no decision looks at their pods until then.
     for name in ["stalled-1", "stalled-2"] {
@@ -522,8 +515,8 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
             .unwrap_or_else(|e| panic!("forging pod {name}: {e}"));
         wait_running(&t, &t.pods(), name).await;
     }
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     t.cleanup().await;
 }
 
@@ -556,8 +549,8 @@ async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
     })
     .await;
     // Namespace A holds half the slots (one of two): B's channel starts at once.
-    b.create_channel("prompt", slow_spec(0, "prompt-v1")).await;
-    b.wait_ready("prompt", "Synchronized", SYNC).await;
+    b.create_synced("prompt", slow_spec(0, "prompt-v1"), SYNC)
+        .await;
     let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
     assert_eq!(pods.len(), 1, "namespace A holds more than half the slots");
     b.cleanup().await;
@@ -569,8 +562,8 @@ async fn thirty_on_demand_requests_in_thirty_seconds_start_at_most_four_syncs() 
     let mut t = TestNs::new("request-storm").await;
     // The default --min-request-interval (10s).
     t.start_operator(&[]);
-    t.create_channel("asked", slow_spec(0, "asked-v1")).await;
-    t.wait_ready("asked", "Synchronized", SYNC).await;
+    t.create_synced("asked", slow_spec(0, "asked-v1"), SYNC)
+        .await;
     let before = t.pods_created();
     let start = std::time::Instant::now();
     for i in 0..30 {
@@ -645,8 +638,7 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
         (!a.versions().await.is_empty()).then_some(())
     })
     .await;
-    b.create_channel("small", json(&small)).await;
-    b.wait_ready("small", "Synchronized", SYNC).await;
+    b.create_synced("small", json(&small), SYNC).await;
     let written = a.versions().await.len();
     let big_ch = a.channel("big").await;
     eprintln!("namespace A had {written} of {BIG} versions when B's channel synced");
@@ -703,12 +695,8 @@ async fn the_watch_caches_fill_by_streaming_lists_not_paginated_lists() {
             ("NO_COLOR", "1"),
         ],
     );
-    t.create_channel(
-        "streamed",
-        custom_spec(&write_script(&channel_data(&[("streamed-v1", "v1")]))),
-    )
-    .await;
-    t.wait_ready("streamed", "Synchronized", SYNC).await;
+    t.synced_custom("streamed", &channel_data(&[("streamed-v1", "v1")]), SYNC)
+        .await;
     let log = plain(&std::fs::read_to_string(t.log_path(1)).unwrap());
     assert!(
         log.contains("watch caches fill by streaming lists"),

@@ -92,23 +92,15 @@ fn new_usage_errors_exit_2_before_any_cluster() {
             "invalid value 'maybe'",
         ),
     ] {
-        let o = bin()
-            .args(args)
-            .env("KUBECONFIG", "/no/such/kubeconfig")
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_usage_error(args, says);
     }
 }
 
 #[tokio::test]
 async fn status_and_sync_as_json_and_yaml_carry_the_fields_and_the_changed_names() {
-    let mut t = TestNs::new("cli-output").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-output", &[]).await;
     set_data(&t, "v", &[("a", "v1"), ("b", "v1")]).await;
-    t.create_channel("ch", configmap_spec("v")).await;
-    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let synced = t.create_synced("ch", configmap_spec("v"), SYNC).await;
     let status = synced.status.clone().unwrap();
     let target = format!("{}/ch", t.ns);
 
@@ -162,13 +154,7 @@ async fn status_and_sync_as_json_and_yaml_carry_the_fields_and_the_changed_names
     // What changed, by name, as a document (progress still on stderr, not in it).
     set_data(&t, "v", &[("a", "v2"), ("c", "v1")]).await;
     let o = cli(&["sync", &target, "--wait", "-o", "json"], CLI_LIMIT).await;
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        stderr(&o),
-        t.operator_log()
-    );
+    assert_success(&o, &t);
     assert_eq!(
         json_out(&o),
         json!({"channels": [{

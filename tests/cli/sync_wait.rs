@@ -4,23 +4,15 @@ use super::*;
 
 #[tokio::test]
 async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
-    let mut t = TestNs::new("cli-sync-changes").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-sync-changes", &[]).await;
     set_data(&t, "v", &[("a", "v1"), ("b", "v1"), ("c", "v1")]).await;
-    t.create_channel("ch", configmap_spec("v")).await;
-    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.create_synced("ch", configmap_spec("v"), SYNC).await;
     // New channel data, seen only by a sync that starts from now on.
     set_data(&t, "v", &[("a", "v2"), ("c", "v1"), ("d", "v1")]).await;
 
     let target = format!("{}/ch", t.ns);
     let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        stderr(&o),
-        t.operator_log()
-    );
+    assert_success(&o, &t);
     assert_eq!(
         stdout(&o),
         format!(
@@ -52,8 +44,7 @@ async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
 
 #[tokio::test]
 async fn sync_wait_of_a_failing_runner_exits_1_with_the_reason_of_a_new_attempt() {
-    let mut t = TestNs::new("cli-sync-fails").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-sync-fails", &[]).await;
     t.create_channel("bad", custom_spec("echo 'no channel data here'; exit 3"))
         .await;
     let first = t.wait_ready("bad", "FailedToSync", SYNC).await;
@@ -147,8 +138,7 @@ async fn a_missing_channel_is_one_line_and_exit_1() {
 
 #[tokio::test]
 async fn sync_all_waits_for_every_channel_of_the_namespace() {
-    let mut t = TestNs::new("cli-sync-all").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-sync-all", &[]).await;
     set_data(&t, "one", &[("one-a", "v1"), ("one-b", "v1")]).await;
     set_data(&t, "two", &[("two-a", "v1"), ("two-b", "v1")]).await;
     t.create_channel("one", configmap_spec("one")).await;
@@ -197,11 +187,9 @@ async fn sync_all_waits_for_every_channel_of_the_namespace() {
 
 #[tokio::test]
 async fn status_shows_the_channels_as_a_table() {
-    let mut t = TestNs::new("cli-status").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-status", &[]).await;
     set_data(&t, "v", &[("a", "v1"), ("b", "v1")]).await;
-    t.create_channel("ch", configmap_spec("v")).await;
-    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let synced = t.create_synced("ch", configmap_spec("v"), SYNC).await;
     let digest = synced
         .status
         .as_ref()
@@ -296,8 +284,7 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
 
 #[tokio::test]
 async fn sync_wait_during_a_running_sync_reports_the_next_one() {
-    let mut t = TestNs::new("cli-sync-during").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("cli-sync-during", &[]).await;
     set_data(&t, "v", &[("a", "v1")]).await;
     // The runner reads its data when it starts, then takes a while.
     let mut spec = configmap_spec("v");
@@ -317,13 +304,7 @@ async fn sync_wait_during_a_running_sync_reports_the_next_one() {
 
     let target = format!("{}/ch", t.ns);
     let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        stderr(&o),
-        t.operator_log()
-    );
+    assert_success(&o, &t);
     // Not the outcome of the sync under way (1 version): the one after it.
     assert_eq!(
         stdout(&o),

@@ -140,11 +140,7 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
 /// An operator process that a failing test must not leave running.
 /// The `FAIL` lines of `check`'s output.
 fn failed_checks(o: &Output) -> Vec<String> {
-    stdout(o)
-        .lines()
-        .filter(|l| l.starts_with("FAIL"))
-        .map(String::from)
-        .collect()
+    lines_starting(&stdout(o), "FAIL")
 }
 
 #[tokio::test]

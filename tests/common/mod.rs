@@ -8,7 +8,11 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod steps;
 pub mod test_crds;
+
+#[allow(unused_imports)] // not every test binary takes every step
+pub use steps::*;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -692,6 +696,15 @@ pub async fn channel_event_objects(
 
 /// Events the operator published on a channel: `(type, reason, note)`.
 pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
+    events_with_counts(t, channel)
+        .await
+        .into_iter()
+        .map(|(type_, reason, note, _)| (type_, reason, note))
+        .collect()
+}
+
+/// The channel's Events with their series count: `(type, reason, note, count)`.
+pub async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, String, i32)> {
     channel_event_objects(t, channel)
         .await
         .into_iter()
@@ -700,6 +713,7 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
                 e.type_.unwrap_or_default(),
                 e.reason.unwrap_or_default(),
                 e.note.unwrap_or_default(),
+                e.series.map_or(1, |s| s.count),
             )
         })
         .collect()

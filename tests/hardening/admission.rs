@@ -4,14 +4,10 @@ use super::*;
 
 #[tokio::test]
 async fn a_write_refused_by_admission_is_found_by_the_dry_run_and_changes_nothing() {
-    let mut t = TestNs::new("admission-refuses").await;
-    t.start_operator(&[]);
-    t.create_channel(
-        "ch",
-        custom_spec(&write_script(&channel_data(&[("keep", "v1")]))),
-    )
-    .await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let t = TestNs::started("admission-refuses", &[]).await;
+    let ch = t
+        .synced_custom("ch", &channel_data(&[("keep", "v1")]), SYNC)
+        .await;
     let before = t.versions().await;
 
     // From now on an admission policy refuses versions whose version is "v-bad".
@@ -39,8 +35,7 @@ async fn a_write_refused_by_admission_is_found_by_the_dry_run_and_changes_nothin
 
 #[tokio::test]
 async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() {
-    let mut t = TestNs::new("webhook-down").await;
-    t.start_operator(&["--retry-delay=2s"]);
+    let t = TestNs::started("webhook-down", &["--retry-delay=2s"]).await;
     // Every write to versions in this namespace goes to a webhook with no endpoints: the
     // API server answers 500 (failed calling webhook), a retryable API error.
     let hooks: Api<DynamicObject> = Api::all_with(
@@ -73,17 +68,9 @@ async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() 
     }))
     .unwrap();
     hooks.create(&PostParams::default(), &hook).await.unwrap();
-    t.create_channel(
-        "ch",
-        custom_spec(&write_script(&channel_data(&[("a", "v1")]))),
-    )
-    .await;
+    t.create_custom("ch", &channel_data(&[("a", "v1")])).await;
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
-    assert!(
-        ready_message(&ch).contains("failed calling webhook"),
-        "{}",
-        ready_message(&ch)
-    );
+    assert_message_contains(&ch, "failed calling webhook");
     // It backs off (2s, 4s, 8s, then the 1h interval): by the 4th failure it waits.
     let ch = t
         .eventually("4 failed attempts", SYNC, || async {
@@ -95,11 +82,7 @@ async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() 
         ch.status.as_ref().unwrap().failed_synchronization_attempts,
         4
     );
-    assert!(
-        ready_message(&ch).contains("4 failures in a row; next try in 1h"),
-        "{}",
-        ready_message(&ch)
-    );
+    assert_message_contains(&ch, "4 failures in a row; next try in 1h");
     assert_eq!(t.version_names().await, Vec::<String>::new());
     wait_for_event(&t, "ch", |(ty, reason, _)| {
         ty == "Warning" && reason == "FailedToSync"
@@ -108,14 +91,8 @@ async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() 
 
     // The webhook goes away; an on-demand sync succeeds and resets the count.
     hooks.delete(&name, &DeleteParams::default()).await.unwrap();
-    t.request_sync("ch", "after-webhook").await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
-    assert_eq!(
-        ready_reason(&ch).as_deref(),
-        Some("Synchronized"),
-        "{}",
-        ready_message(&ch)
-    );
+    let ch = t.sync_again("ch", "after-webhook", &ch, SYNC).await;
+    assert_reason(&ch, "Synchronized");
     assert_eq!(
         ch.status.as_ref().unwrap().failed_synchronization_attempts,
         0
@@ -348,11 +325,7 @@ async fn an_admission_policy_that_rewrites_the_display_image_causes_no_replace_l
     .await;
 
     t.start_operator(&[]);
-    t.create_channel(
-        "ch",
-        custom_spec(&write_script(&channel_data(&[("a", "v1")]))),
-    )
-    .await;
+    t.create_custom("ch", &channel_data(&[("a", "v1")])).await;
     // A loop would delete every pod as "stale" before it could print: the sync would
     // never finish. It finishes, with one pod.
     t.wait_ready("ch", "Synchronized", SYNC).await;

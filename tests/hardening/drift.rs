@@ -18,8 +18,7 @@ async fn drift_by_someone_else_is_repaired_with_a_metadata_only_cache() {
         entry("hash-removed", "v3"),
         entry("hash-forged", "v4")
     ]);
-    t.create_channel("drift", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("drift", &data).await;
     t.start_operator(&[]);
     let synced = t.wait_ready("drift", "Synchronized", SYNC).await;
     const HASH: &str = "rancheros.cattle.io/content-hash";
@@ -54,8 +53,7 @@ async fn drift_by_someone_else_is_repaired_with_a_metadata_only_cache() {
             .await
             .unwrap();
     }
-    t.request_sync("drift", "repair").await;
-    let after = t.wait_next_attempt("drift", &synced, SYNC).await;
+    let after = t.sync_again("drift", "repair", &synced, SYNC).await;
     assert_eq!(ready_reason(&after).as_deref(), Some("Synchronized"));
     let versions = t.versions().await;
     let get = |name: &str| versions.iter().find(|v| v.name_any() == name).unwrap();
@@ -71,11 +69,7 @@ async fn drift_by_someone_else_is_repaired_with_a_metadata_only_cache() {
         assert_eq!(hash_of(get(name)), hash_of(was), "{name}");
     }
     // Repaired, nothing else: the message counts the four.
-    assert!(
-        ready_message(&after).contains("4 updated"),
-        "{}",
-        ready_message(&after)
-    );
+    assert_message_contains(&after, "4 updated");
     t.cleanup().await;
 }
 
@@ -90,8 +84,7 @@ async fn drift_hidden_by_a_rewritten_managed_fields_record_is_repaired_by_resour
         })
     };
     let data = json!([entry("hidden-edit", "v1"), entry("label-only", "v2")]);
-    t.create_channel("drift", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("drift", &data).await;
     t.start_operator(&[]);
     let synced = t.wait_ready("drift", "Synchronized", SYNC).await;
     // A tenant replaces the version (PUT) with an edited spec and a managedFields list of
@@ -127,8 +120,7 @@ async fn drift_hidden_by_a_rewritten_managed_fields_record_is_repaired_by_resour
     api.patch("label-only", &merge, &kube::api::Patch::Merge(&patch))
         .await
         .unwrap();
-    t.request_sync("drift", "repair").await;
-    let repaired = t.wait_next_attempt("drift", &synced, SYNC).await;
+    let repaired = t.sync_again("drift", "repair", &synced, SYNC).await;
     let version = |name: &'static str| {
         let api = api.clone();
         async move { api.get(name).await.unwrap() }
@@ -139,11 +131,7 @@ async fn drift_hidden_by_a_rewritten_managed_fields_record_is_repaired_by_resour
         "{}",
         t.operator_log()
     );
-    assert!(
-        ready_message(&repaired).contains("1 updated"),
-        "{}",
-        ready_message(&repaired)
-    );
+    assert_message_contains(&repaired, "1 updated");
     assert_eq!(version("label-only").await.labels()["tenant"], "x");
     // Each was read in full once: the repair's resourceVersion and the one the read found
     // as wanted are remembered, so the next sync reads neither again.
@@ -152,13 +140,8 @@ async fn drift_hidden_by_a_rewritten_managed_fields_record_is_repaired_by_resour
         t.operator_log().matches(&line).count()
     };
     assert_eq!((reads(&t, "hidden-edit"), reads(&t, "label-only")), (1, 1));
-    t.request_sync("drift", "again").await;
-    let again = t.wait_next_attempt("drift", &repaired, SYNC).await;
-    assert!(
-        ready_message(&again).contains("no changes"),
-        "{}",
-        ready_message(&again)
-    );
+    let again = t.sync_again("drift", "again", &repaired, SYNC).await;
+    assert_message_contains(&again, "no changes");
     assert_eq!(
         (reads(&t, "hidden-edit"), reads(&t, "label-only")),
         (1, 1),

@@ -4,8 +4,7 @@ use super::*;
 
 #[tokio::test]
 async fn an_on_demand_request_during_a_sync_causes_exactly_one_more_sync() {
-    let mut t = TestNs::new("request-during").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("request-during", &[]).await;
     let data = channel_data(&[("a", "v1")]);
     t.create_channel("ch", custom_spec(&slow_script(4, &data)))
         .await;
@@ -31,8 +30,7 @@ async fn an_on_demand_request_during_a_sync_causes_exactly_one_more_sync() {
     t.wait_no_pods(SYNC).await;
     // A barrier: one more request. Had a third sync started by itself, this one would
     // make a fourth.
-    t.request_sync("ch", "barrier").await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    let ch = t.sync_again("ch", "barrier", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
     assert_eq!(t.pods_created(), 3, "{}", t.operator_log());
@@ -41,8 +39,7 @@ async fn an_on_demand_request_during_a_sync_causes_exactly_one_more_sync() {
 
 #[tokio::test]
 async fn dropped_labels_and_annotations_are_removed_and_duplicate_names_use_the_last_entry() {
-    let mut t = TestNs::new("labels-dups").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("labels-dups", &[]).await;
     let with_labels = json!([{
         "metadata": {"name": "os", "labels": {"flavor": "green", "arch": "x86"},
                      "annotations": {"note": "first"}},
@@ -50,9 +47,7 @@ async fn dropped_labels_and_annotations_are_removed_and_duplicate_names_use_the_
                  "metadata": {"upgradeImage": "r/os:v1", "displayName": "OS 1", "created": "2026-11-01",
                               "platforms": ["linux/amd64", "linux/arm64"]}}
     }]);
-    t.create_channel("ch", custom_spec(&write_script(&with_labels)))
-        .await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let ch = t.synced_custom("ch", &with_labels, SYNC).await;
     let os = t.versions_api().get("os").await.unwrap();
     assert_eq!(os.labels()["arch"], "x86");
     assert_eq!(os.annotations()["note"], "first");
@@ -100,8 +95,7 @@ async fn dropped_labels_and_annotations_are_removed_and_duplicate_names_use_the_
 
 #[tokio::test]
 async fn complete_data_is_used_when_the_operator_comes_back_after_the_timeout() {
-    let mut t = TestNs::new("late-operator").await;
-    t.start_operator(&[]);
+    let mut t = TestNs::started("late-operator", &[]).await;
     let mut spec = custom_spec(&write_script(&channel_data(&[("late", "v1")])));
     spec["options"]["timeout"] = json!("5s");
     t.create_channel("ch", spec).await;
@@ -138,8 +132,7 @@ async fn complete_data_is_used_when_the_operator_comes_back_after_the_timeout() 
 /// no ESC byte, and the message stays within 1,024 bytes.
 #[tokio::test]
 async fn a_runner_printing_terminal_escapes_leaves_no_esc_byte_in_ready_or_the_status_table() {
-    let mut t = TestNs::new("escapes").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("escapes", &[]).await;
     let script = r#"head -c 4000 /dev/zero | tr '\0' x; printf '\033[2J\033]0;owned\007\033[31mred\r\n'; exit 3"#;
     t.create_channel("esc", custom_spec(script)).await;
     let ch = t.wait_ready("esc", "FailedToSync", SYNC).await;

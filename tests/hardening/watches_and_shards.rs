@@ -207,8 +207,7 @@ async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves
     let mut t = TestNs::new("shards").await;
     for (name, shard) in [("ca", "a"), ("cb", "b")] {
         let data = channel_data(&[(&format!("{name}-v1"), "v1")]);
-        t.create_channel(name, custom_spec(&write_script(&data)))
-            .await;
+        t.create_custom(name, &data).await;
         label_shard(&t, name, shard).await;
     }
     let a = Shard::start(&mut t, "a");

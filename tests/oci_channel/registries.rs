@@ -40,48 +40,27 @@ fn other_ca() -> String {
     let dir =
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("other-ca-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args([
-            "-subj",
-            "/CN=another-ca",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ])
-        .current_dir(&dir)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_ok(
+        Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args([
+                "-subj",
+                "/CN=another-ca",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ])
+            .current_dir(&dir),
+        "openssl",
     );
     std::fs::read_to_string(dir.join("ca.crt")).unwrap()
 }
 
 async fn ca_secret(t: &TestNs, name: &str, pem: &str) {
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
-        "stringData": {"ca.crt": pem}}))
-    .unwrap();
-    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-}
-
-async fn patch_secret(t: &TestNs, name: &str, string_data: Value) {
-    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-        .patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({ "stringData": string_data })),
-        )
-        .await
-        .unwrap();
+    t.create_secret(name, None, json!({"ca.crt": pem})).await;
 }
 
 /// An oci channel of a TLS registry (`extra` adds to or replaces its options).
@@ -160,12 +139,14 @@ async fn a_registry_of_a_private_ca_is_trusted_through_ca_secret_ref_only() {
     // The tag moves on, and the channel's CA Secret now holds another CA: refused, nothing
     // changed (the revision neither).
     let second = push_channel_to(&reg, &repo, "v1", &elemental(&["tls-a", "tls-b", "tls-c"]));
-    patch_secret(&t, "registry-ca", json!({"ca.crt": other_ca()})).await;
+    t.patch_secret("registry-ca", json!({"ca.crt": other_ca()}))
+        .await;
     let ch = resync(&t, "private", "other-ca").await;
     assert_outcome(ch, "FailedToSync", &untrusted, &format!("v1@{first}"));
     assert_eq!(t.version_names().await, ["tls-a", "tls-b"]);
     // The right CA again: the new data is read.
-    patch_secret(&t, "registry-ca", json!({"ca.crt": registry_ca()})).await;
+    t.patch_secret("registry-ca", json!({"ca.crt": registry_ca()}))
+        .await;
     let ch = resync(&t, "private", "registry-ca").await;
     assert_outcome(ch, "Synchronized", "", &format!("v1@{second}"));
     assert_eq!(t.version_names().await, ["tls-a", "tls-b", "tls-c"]);
@@ -226,7 +207,8 @@ async fn a_token_auth_registry_is_read_with_the_token_flow() {
     // refuses it, nothing changed.
     push_channel_to(&reg, &repo, "v1", &elemental(&["token-a", "token-b"]));
     let wrong = json!({"auths": {&reg: {"username": u, "password": "not-the-password"}}});
-    patch_secret(&t, "pull", json!({".dockerconfigjson": wrong.to_string()})).await;
+    t.patch_secret("pull", json!({".dockerconfigjson": wrong.to_string()}))
+        .await;
     let ch = resync(&t, "token", "wrong-password").await;
     let want = format!(
         "pulling {image}: 401 unauthorized for {reg}/{repo} (the registry refused the credentials of imagePullSecrets)"
@@ -314,15 +296,8 @@ async fn a_registry_that_stalls_mid_layer_fails_that_pull_alone_after_the_idle_b
     // One Secret with the registry's credentials under both addresses.
     let (u, p) = creds();
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
-    let config =
-        json!({"auths": {registry(): {"auth": auth}, proxy.clone(): {"auth": auth}}}).to_string();
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "pull"},
-        "type": "kubernetes.io/dockerconfigjson", "stringData": {".dockerconfigjson": config}}))
-    .unwrap();
-    Api::<Secret>::namespaced(t.client.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    let config = json!({"auths": {registry(): {"auth": auth}, proxy.clone(): {"auth": auth}}});
+    t.create_pull_secret("pull", config).await;
     install_crds(&t.client).await;
     t.start_operator(&FLAGS);
     // A long timeout, as a big layer on a slow link needs: the idle bound still applies.
@@ -339,8 +314,7 @@ async fn a_registry_that_stalls_mid_layer_fails_that_pull_alone_after_the_idle_b
     }
     // While that pull hangs, another channel's pull is not held up by it.
     let good = format!("{}/{ns}/good:v1", registry());
-    t.create_channel("good", oci(&good, json!({}))).await;
-    t.wait_ready("good", "Synchronized", SYNC).await;
+    t.create_synced("good", oci(&good, json!({})), SYNC).await;
     assert_ne!(
         ready_reason(&t.channel("stall").await).as_deref(),
         Some("FailedToSync"),

@@ -79,13 +79,8 @@ impl Signer {
 }
 
 async fn key_secret(t: &TestNs, name: &str, pem: &str) {
-    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": name},
-        "stringData": {"cosign.pub": pem}}))
-    .unwrap();
-    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_secret(name, None, json!({"cosign.pub": pem}))
+        .await;
 }
 
 fn source_verified(
@@ -111,8 +106,7 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
     let image = format!("{}/{repo}:v1", registry());
     let mut spec = oci(&image, json!({}));
     spec["verify"] = json!({"provider": "cosign", "secretRef": {"name": "channel-key"}});
-    t.create_channel("signed", spec).await;
-    let ch = t.wait_ready("signed", "Synchronized", SYNC).await;
+    let ch = t.create_synced("signed", spec, SYNC).await;
     let (status, reason, message) = source_verified(&ch).expect("a SourceVerified condition");
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -125,8 +119,7 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
     // A tampered re-push of the tag, unsigned: refused, nothing changed.
     let tampered = push_channel(&repo, "v1", &elemental(&["os-a", "os-b", "os-evil"]));
     let before = t.channel("signed").await;
-    t.request_sync("signed", "tampered").await;
-    let ch = t.wait_next_attempt("signed", &before, SYNC).await;
+    let ch = t.sync_again("signed", "tampered", &before, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
     let (status, reason, message) = source_verified(&ch).unwrap();
     assert_eq!(
@@ -146,8 +139,7 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
     // Signed, but by another key: still refused.
     stranger.sign(&repo, &tampered);
     let before = t.channel("signed").await;
-    t.request_sync("signed", "stranger").await;
-    let ch = t.wait_next_attempt("signed", &before, SYNC).await;
+    let ch = t.sync_again("signed", "stranger", &before, SYNC).await;
     let message = source_verified(&ch).unwrap().2;
     assert!(message.contains("does not match the key"), "{message}");
     assert_eq!(t.version_names().await, ["os-a", "os-b"]);
@@ -155,14 +147,8 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
     // Signed by the publisher: used.
     publisher.sign(&repo, &tampered);
     let before = t.channel("signed").await;
-    t.request_sync("signed", "signed").await;
-    let ch = t.wait_next_attempt("signed", &before, SYNC).await;
-    assert_eq!(
-        ready_reason(&ch).as_deref(),
-        Some("Synchronized"),
-        "{}",
-        ready_message(&ch)
-    );
+    let ch = t.sync_again("signed", "signed", &before, SYNC).await;
+    assert_reason(&ch, "Synchronized");
     assert_eq!(source_verified(&ch).unwrap().1, "Verified");
     assert_eq!(t.version_names().await, ["os-a", "os-b", "os-evil"]);
     assert_eq!(t.pods_created(), 0);

@@ -7,12 +7,11 @@ use super::*;
 
 #[tokio::test]
 async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync() {
-    let mut t = TestNs::new("routine-resync").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("routine-resync", &[]).await;
     let data = channel_data(&[("a", "v1")]);
-    t.create_channel("ch", custom_spec(&slow_script(8, &data)))
+    let synced = t
+        .create_synced("ch", custom_spec(&slow_script(8, &data)), SYNC)
         .await;
-    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
     let generation = synced.metadata.generation.unwrap();
 
     // An on-demand resync of a healthy channel: a routine one.
@@ -103,8 +102,7 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
 
 #[tokio::test]
 async fn a_failing_channel_past_the_retry_budget_is_stalled() {
-    let mut t = TestNs::new("stalled").await;
-    t.start_operator(&["--retry-delay=1s"]);
+    let t = TestNs::started("stalled", &["--retry-delay=1s"]).await;
     // A spec no sync can act on: stalled at once.
     t.create_channel(
         "invalid",
@@ -177,12 +175,9 @@ async fn a_failing_channel_past_the_retry_budget_is_stalled() {
 
 #[tokio::test]
 async fn a_suspended_channel_runs_no_pod_and_touches_no_version() {
-    let mut t = TestNs::new("suspended").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("suspended", &[]).await;
     let both = channel_data(&[("a", "v1"), ("b", "v2")]);
-    t.create_channel("ch", custom_spec(&write_script(&both)))
-        .await;
-    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.synced_custom("ch", &both, SYNC).await;
     t.wait_no_pods(SYNC).await;
     let before = t.versions().await;
     let pods = t.pods_created();
@@ -245,15 +240,11 @@ async fn a_suspended_channel_runs_no_pod_and_touches_no_version() {
 #[tokio::test]
 async fn an_unchanged_sync_writes_no_normal_event_and_repeated_failures_are_one_event_with_a_count()
 {
-    let mut t = TestNs::new("events").await;
-    t.start_operator(&["--retry-delay=1s"]);
+    let t = TestNs::started("events", &["--retry-delay=1s"]).await;
     let one = channel_data(&[("a", "v1")]);
-    t.create_channel("ch", custom_spec(&write_script(&one)))
-        .await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let ch = t.synced_custom("ch", &one, SYNC).await;
     // A sync that changes nothing: in the status only.
-    t.request_sync("ch", "unchanged").await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    let ch = t.sync_again("ch", "unchanged", &ch, SYNC).await;
     assert_eq!(ready_message(&ch), "synchronized 1 versions (no changes)");
     // A sync that changes something: an Event. Events of a channel are published in
     // order, so once this one shows, the unchanged sync's would have too.

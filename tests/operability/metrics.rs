@@ -52,8 +52,7 @@ async fn per_channel_metrics_report_and_disappear_with_the_channel() {
         "--metrics-insecure",
     ]);
     let data = channel_data(&[("a", "v1"), ("b", "v2")]);
-    t.create_channel("good", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("good", &data).await;
     t.create_channel("bad", custom_spec("exit 3")).await;
     let good = t.wait_ready("good", "Synchronized", SYNC).await;
     t.wait_ready("bad", "FailedToSync", SYNC).await;

@@ -16,15 +16,7 @@ async fn a_re_pushed_channel_tag_is_seen_on_the_next_sync() {
         registry.addr,
         nonce()
     );
-    let data = |versions: &[(&str, &str)]| format!("CHANNEL_DATA={}", channel_data(versions));
-    let first = registry
-        .push_variant(
-            &registry.runner_source(),
-            true,
-            &image,
-            &[data(&[("a", "v1")])],
-        )
-        .await;
+    let first = registry.push_channel(&image, &[("a", "v1")]).await;
     t.start_operator(&[]);
     // The channel image prints what it was built with; no imagePullPolicy (default Always).
     let mut spec = custom_spec("echo \"$CHANNEL_DATA\" > /output/data");
@@ -32,8 +24,7 @@ async fn a_re_pushed_channel_tag_is_seen_on_the_next_sync() {
     options.remove("imagePullPolicy");
     options.insert("image".into(), json!(image));
     options.insert("imagePullSecrets".into(), json!([{"name": "regcred"}]));
-    t.create_channel("ch", spec).await;
-    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let synced = t.create_synced("ch", spec, SYNC).await;
     assert_eq!(t.version_names().await, ["a"]);
     let revision = synced.status.as_ref().unwrap().source_revision.clone();
     assert!(
@@ -43,16 +34,10 @@ async fn a_re_pushed_channel_tag_is_seen_on_the_next_sync() {
 
     // The same tag, pushed again with one more version.
     let second = registry
-        .push_variant(
-            &registry.runner_source(),
-            true,
-            &image,
-            &[data(&[("a", "v1"), ("b", "v2")])],
-        )
+        .push_channel(&image, &[("a", "v1"), ("b", "v2")])
         .await;
     assert_ne!(first, second);
-    t.request_sync("ch", "after-the-re-push").await;
-    let ch = t.wait_next_attempt("ch", &synced, SYNC).await;
+    let ch = t.sync_again("ch", "after-the-re-push", &synced, SYNC).await;
     let message = ready_message(&ch);
     assert_eq!(
         ready_reason(&ch).as_deref(),
@@ -106,16 +91,8 @@ async fn a_push_to_the_registry_syncs_the_channels_whose_image_it_names() {
         &format!("--webhook-address={hook_addr}"),
         &format!("--webhook-token-file={token_file}"),
     ]);
-    let data = |versions: &[(&str, &str)]| format!("CHANNEL_DATA={}", channel_data(versions));
     let image = format!("{}/hook/channel-{}:v1", registry.addr, nonce());
-    registry
-        .push_variant(
-            &registry.runner_source(),
-            true,
-            &image,
-            &[data(&[("a", "v1")])],
-        )
-        .await;
+    registry.push_channel(&image, &[("a", "v1")]).await;
     t.create_channel("moved", registry_channel(&image)).await;
     // Another tag of the registry that nobody pushes during the test.
     let mut other = registry_channel(&format!("{}/private/runner:with-secret", registry.addr));
@@ -130,12 +107,7 @@ async fn a_push_to_the_registry_syncs_the_channels_whose_image_it_names() {
     let push_began = k8s_openapi::jiff::Timestamp::now();
     let pushed = std::time::Instant::now();
     registry
-        .push_variant(
-            &registry.runner_source(),
-            true,
-            &image,
-            &[data(&[("a", "v1"), ("b", "v2")])],
-        )
+        .push_channel(&image, &[("a", "v1"), ("b", "v2")])
         .await;
     let push_took = pushed.elapsed();
     t.eventually("the push to sync the channel", SYNC, || async {
@@ -230,8 +202,7 @@ async fn the_webhook_refuses_what_is_not_an_authenticated_push_and_changes_nothi
     let image = format!("{}/private/runner:with-secret", registry.addr);
     let mut spec = registry_channel(&image);
     spec["options"]["args"] = json!([write_script(&channel_data(&[("a", "v1")]))]);
-    t.create_channel("ch", spec).await;
-    let before = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let before = t.create_synced("ch", spec, SYNC).await;
     let push = json!({"image": image}).to_string();
     t.eventually("the webhook to listen", SYNC, || async {
         (post_hook(port, None, "{}").0 != 0).then_some(())
