@@ -230,12 +230,6 @@ pub(crate) fn assert_message_starts(d: &Decision, start: &str) {
     assert!(ready(d).message.starts_with(start), "{}", ready(d).message);
 }
 
-/// Asserts that the Ready message of `d` contains `text`.
-#[track_caller]
-pub(crate) fn assert_message_contains(d: &Decision, text: &str) {
-    assert!(ready(d).message.contains(text), "{}", ready(d).message);
-}
-
 /// The decision with only the pod observed.
 pub(crate) fn at_pod(ch: &ManagedOSVersionChannel, pod: &Pod, now: Timestamp) -> Decision {
     decide(
