@@ -136,7 +136,7 @@ async fn a_sync_interval_or_timeout_of_zero_or_over_a_year_is_refused_by_the_api
 
 #[tokio::test]
 async fn a_sync_interval_below_the_minimum_is_invalid_configuration_naming_the_flag() {
-    let mut t = TestNs::started("min-interval", &[]).await;
+    let t = TestNs::started("min-interval", &[]).await;
     let mut spec = synced_spec();
     spec["syncInterval"] = json!("30s");
     t.create_channel("fast", spec).await;
@@ -145,17 +145,23 @@ async fn a_sync_interval_below_the_minimum_is_invalid_configuration_naming_the_f
         ready_message(&ch),
         "spec.syncInterval: \"30s\" is shorter than this operator's minimum of 1m (--min-sync-interval)"
     );
-    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     // The admin lowers the bound: the same channel syncs.
+    syncs_with_the_flag(t, "fast", "--min-sync-interval=30s").await;
+}
+
+/// A channel refused by the operator's bounds (having started no pod) syncs once the
+/// operator is restarted with `flag`.
+async fn syncs_with_the_flag(mut t: TestNs, name: &str, flag: &str) {
+    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     t.kill_operator();
-    t.start_operator(&["--min-sync-interval=30s"]);
-    t.wait_ready("fast", "Synchronized", SYNC).await;
+    t.start_operator(&[flag]);
+    t.wait_ready(name, "Synchronized", SYNC).await;
     t.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_timeout_above_max_sync_timeout_is_invalid_configuration() {
-    let mut t = TestNs::started("max-timeout", &[]).await;
+    let t = TestNs::started("max-timeout", &[]).await;
     let mut custom = synced_spec();
     custom["options"]["timeout"] = json!("2h");
     t.create_channel("slow", custom).await;
@@ -176,12 +182,8 @@ async fn a_timeout_above_max_sync_timeout_is_invalid_configuration() {
         ready_message(&ch),
         "spec.options.timeout: \"90m\" is longer than this operator's maximum of 1h (--max-sync-timeout)"
     );
-    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     // The admin raises the bound: the custom channel syncs, its pod's deadline from it.
-    t.kill_operator();
-    t.start_operator(&["--max-sync-timeout=3h"]);
-    t.wait_ready("slow", "Synchronized", SYNC).await;
-    t.cleanup().await;
+    syncs_with_the_flag(t, "slow", "--max-sync-timeout=3h").await;
 }
 
 /// Without `--allow-privileged-runners` every runner that could escape its pod is refused

@@ -67,6 +67,18 @@ async fn channel_json(State(s): State<Arc<Source>>) -> Response {
     }
 }
 
+/// A source serving `data`, the operator, and channel "ch" of it with the Orphan policy,
+/// synchronized.
+async fn orphan_channel(test: &str, data: Value) -> (TestNs, ManagedOSVersionChannel, Served) {
+    let served = serve(OK, data).await;
+    let t = TestNs::started(test, &[ALLOW_LOOPBACK]).await;
+    let ch = t.create_synced("ch", orphan_spec(&served.0), SYNC).await;
+    (t, ch, served)
+}
+
+/// A source's URI, and the source.
+type Served = (String, Arc<Source>);
+
 async fn serve(mode: u8, data: Value) -> (String, Arc<Source>) {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -378,9 +390,11 @@ async fn delete_namespace(t: &TestNs) {
 
 #[tokio::test]
 async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
-    let (uri, source) = serve(OK, channel_data(&[("o-a", "v1"), ("o-b", "v1")])).await;
-    let t = TestNs::started("gitops-orphan", &[ALLOW_LOOPBACK]).await;
-    let ch = t.create_synced("ch", orphan_spec(&uri), SYNC).await;
+    let (t, ch, (uri, source)) = orphan_channel(
+        "gitops-orphan",
+        channel_data(&[("o-a", "v1"), ("o-b", "v1")]),
+    )
+    .await;
     assert_eq!(ch.finalizers(), [ORPHAN_FINALIZER]);
     let old_uid = ch.uid().unwrap();
 
@@ -468,9 +482,7 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
 
 #[tokio::test]
 async fn a_channel_deleted_while_the_operator_is_down_is_finished_when_it_comes_back() {
-    let (uri, _source) = serve(OK, channel_data(&[("d-a", "v1")])).await;
-    let mut t = TestNs::started("gitops-down", &[ALLOW_LOOPBACK]).await;
-    let ch = t.create_synced("ch", orphan_spec(&uri), SYNC).await;
+    let (mut t, ch, _served) = orphan_channel("gitops-down", channel_data(&[("d-a", "v1")])).await;
     t.kill_operator();
 
     delete_channel(&t, "ch").await;
@@ -493,9 +505,8 @@ async fn a_channel_deleted_while_the_operator_is_down_is_finished_when_it_comes_
 
 #[tokio::test]
 async fn a_namespace_with_an_orphan_channel_is_deleted() {
-    let (uri, _source) = serve(OK, channel_data(&[("n-a", "v1"), ("n-b", "v1")])).await;
-    let t = TestNs::started("gitops-ns", &[ALLOW_LOOPBACK]).await;
-    let ch = t.create_synced("ch", orphan_spec(&uri), SYNC).await;
+    let (t, ch, _served) =
+        orphan_channel("gitops-ns", channel_data(&[("n-a", "v1"), ("n-b", "v1")])).await;
     assert_eq!(ch.finalizers(), [ORPHAN_FINALIZER]);
     delete_namespace(&t).await;
     t.cleanup().await;

@@ -148,6 +148,15 @@ async fn serve() -> (String, Arc<Server>) {
 }
 
 /// The node's own address (its InternalIP): not loopback, so allowed by default.
+/// A namespace, a server on the node's address (which the operator's default rules allow)
+/// and the operator, started after the server.
+async fn on_node_server(test: &str) -> (TestNs, String, Arc<Server>) {
+    let mut t = TestNs::new(test).await;
+    let (node, server) = serve_on(&node_ip(&t).await).await;
+    t.start_operator(&[]);
+    (t, node, server)
+}
+
 async fn node_ip(t: &TestNs) -> String {
     let nodes: Api<Node> = Api::all(t.client.clone());
     let nodes = nodes.list(&ListParams::default()).await.unwrap().items;
@@ -365,9 +374,7 @@ async fn json_uri_redirecting_to_loopback_is_refused_at_the_hop() {
 
 #[tokio::test]
 async fn json_uri_with_six_redirects_is_refused() {
-    let mut t = TestNs::new("json-redirects").await;
-    let (node, _) = serve_on(&node_ip(&t).await).await;
-    t.start_operator(&[]);
+    let (t, node, _) = on_node_server("json-redirects").await;
     t.create_channel("five", json_spec(&format!("{node}/r/five/5")))
         .await;
     t.create_channel("six", json_spec(&format!("{node}/r/six/6")))
@@ -427,9 +434,7 @@ async fn json_allow_cidr_for_loopback_lets_a_loopback_uri_sync() {
 
 #[tokio::test]
 async fn json_data_with_a_secret_breaking_a_rule_is_not_shown_in_status_or_events() {
-    let mut t = TestNs::new("json-secret").await;
-    let (node, _) = serve_on(&node_ip(&t).await).await;
-    t.start_operator(&[]);
+    let (t, node, _) = on_node_server("json-secret").await;
     let cases = ["name", "type", "label-key", "label-value", "syntax", "yaml"];
     for case in cases {
         t.create_channel(case, json_spec(&format!("{node}/hostile/{case}")))

@@ -49,6 +49,19 @@ fn foreign_pod(name: &str, label: &str) -> Pod {
     .unwrap()
 }
 
+/// Waits until at least `n` of the namespace's channels wait for a slot.
+async fn wait_queued(t: &TestNs, n: usize, what: &str) {
+    t.eventually(what, SYNC, || async {
+        let queued = all_channels(t)
+            .await
+            .iter()
+            .filter(|c| is_queued(c))
+            .count();
+        (queued >= n).then_some(())
+    })
+    .await;
+}
+
 /// Waits until the pod's first container (init container, if it has one) runs.
 async fn wait_running(t: &TestNs, api: &Api<Pod>, name: &str) {
     t.eventually(&format!("pod {name} to run"), SYNC, || async {
@@ -203,15 +216,7 @@ async fn one_namespace_with_20_channels_does_not_starve_another() {
             .await;
     }
     // Namespace A's queue is long before B's channel arrives.
-    a.eventually("15 of namespace A's channels to queue", SYNC, || async {
-        let queued = all_channels(&a)
-            .await
-            .iter()
-            .filter(|c| is_queued(c))
-            .count();
-        (queued >= 15).then_some(())
-    })
-    .await;
+    wait_queued(&a, 15, "15 of namespace A's channels to queue").await;
     let synced = |chs: &[ManagedOSVersionChannel]| {
         chs.iter()
             .filter_map(|c| c.status.as_ref()?.last_synced_time.clone())
@@ -539,15 +544,7 @@ async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
         })
         .await;
     wait_running(&a, &a.pods(), &running).await;
-    a.eventually("a sleeper to wait for a slot", SYNC, || async {
-        let queued = all_channels(&a)
-            .await
-            .iter()
-            .filter(|c| is_queued(c))
-            .count();
-        (queued >= 1).then_some(())
-    })
-    .await;
+    wait_queued(&a, 1, "a sleeper to wait for a slot").await;
     // Namespace A holds half the slots (one of two): B's channel starts at once.
     b.create_synced("prompt", slow_spec(0, "prompt-v1"), SYNC)
         .await;
