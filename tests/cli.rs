@@ -264,6 +264,15 @@ fn assert_success(o: &Output, t: &TestNs) {
     );
 }
 
+/// A namespace that no operator watches yet, with channel "ch" of `spec`; and the channel's
+/// `NAMESPACE/NAME`.
+async fn unwatched_channel(test: &str, spec: Value) -> (TestNs, String) {
+    let t = TestNs::new(test).await;
+    t.create_channel("ch", spec).await;
+    let target = format!("{}/ch", t.ns);
+    (t, target)
+}
+
 fn failed_attempts(ch: &rancheros_operator::api::ManagedOSVersionChannel) -> i64 {
     ch.status
         .as_ref()

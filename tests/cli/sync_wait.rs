@@ -72,10 +72,8 @@ async fn sync_wait_of_a_failing_runner_exits_1_with_the_reason_of_a_new_attempt(
 
 #[tokio::test]
 async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
-    let t = TestNs::new("cli-sync-timeout").await;
     // No operator watches this namespace.
-    t.create_channel("ch", configmap_spec("v")).await;
-    let target = format!("{}/ch", t.ns);
+    let (t, target) = unwatched_channel("cli-sync-timeout", configmap_spec("v")).await;
     let started = Instant::now();
     let o = cli(&["sync", &target, "--wait", "--timeout", "5s"], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -95,9 +93,7 @@ async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
 
 #[tokio::test]
 async fn sync_without_wait_only_requests() {
-    let t = TestNs::new("cli-sync-nowait").await;
-    t.create_channel("ch", configmap_spec("v")).await;
-    let target = format!("{}/ch", t.ns);
+    let (t, target) = unwatched_channel("cli-sync-nowait", configmap_spec("v")).await;
     let o = cli(&["sync", &target], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
@@ -255,11 +251,9 @@ async fn status_shows_the_channels_as_a_table() {
 
 #[tokio::test]
 async fn sync_wait_of_a_suspended_channel_fails_at_once() {
-    let t = TestNs::new("cli-sync-suspended").await;
     let mut spec = configmap_spec("v");
     spec["suspend"] = json!(true);
-    t.create_channel("ch", spec).await;
-    let target = format!("{}/ch", t.ns);
+    let (t, target) = unwatched_channel("cli-sync-suspended", spec).await;
     // No operator runs, and none would sync it: the answer does not wait for the timeout.
     let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

@@ -18,9 +18,7 @@ fn line_reader(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<S
 
 #[tokio::test]
 async fn status_watch_prints_again_when_a_channel_changes_and_only_then() {
-    let t = TestNs::new("cli-watch").await;
-    t.create_channel("ch", configmap_spec("v")).await;
-    let target = format!("{}/ch", t.ns);
+    let (t, target) = unwatched_channel("cli-watch", configmap_spec("v")).await;
     let mut child = bin()
         .args(["status", &target, "--watch", "-o", "json"])
         .stdin(Stdio::null())

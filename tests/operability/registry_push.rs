@@ -38,12 +38,8 @@ async fn a_re_pushed_channel_tag_is_seen_on_the_next_sync() {
         .await;
     assert_ne!(first, second);
     let ch = t.sync_again("ch", "after-the-re-push", &synced, SYNC).await;
+    assert_reason(&ch, "Synchronized");
     let message = ready_message(&ch);
-    assert_eq!(
-        ready_reason(&ch).as_deref(),
-        Some("Synchronized"),
-        "{message}"
-    );
     assert_eq!(
         message, "synchronized 2 versions (1 created)",
         "the re-pushed image was not read"
