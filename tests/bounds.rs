@@ -44,8 +44,7 @@ fn synced_spec() -> Value {
 /// reports it as invalid. Either way the operator stays up and other channels sync.
 #[tokio::test]
 async fn a_timeout_of_5124095576030431h_is_refused_and_the_operator_keeps_running() {
-    let mut t = TestNs::new("huge-durations").await;
-    t.start_operator(&[]);
+    let mut t = TestNs::started("huge-durations", &[]).await;
     let mut timeout = synced_spec();
     timeout["options"]["timeout"] = json!("5124095576030431h");
     let mut interval = synced_spec();
@@ -91,8 +90,7 @@ async fn a_timeout_of_5124095576030431h_is_refused_and_the_operator_keeps_runnin
             "{huge}: {refused:?}"
         );
     }
-    t.create_channel("good", synced_spec()).await;
-    let ch = t.wait_ready("good", "Synchronized", SYNC).await;
+    let ch = t.create_synced("good", synced_spec(), SYNC).await;
     assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
     assert!(t.operator_running(), "{}", t.operator_log());
     assert!(
@@ -138,8 +136,7 @@ async fn a_sync_interval_or_timeout_of_zero_or_over_a_year_is_refused_by_the_api
 
 #[tokio::test]
 async fn a_sync_interval_below_the_minimum_is_invalid_configuration_naming_the_flag() {
-    let mut t = TestNs::new("min-interval").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("min-interval", &[]).await;
     let mut spec = synced_spec();
     spec["syncInterval"] = json!("30s");
     t.create_channel("fast", spec).await;
@@ -148,18 +145,23 @@ async fn a_sync_interval_below_the_minimum_is_invalid_configuration_naming_the_f
         ready_message(&ch),
         "spec.syncInterval: \"30s\" is shorter than this operator's minimum of 1m (--min-sync-interval)"
     );
-    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     // The admin lowers the bound: the same channel syncs.
+    syncs_with_the_flag(t, "fast", "--min-sync-interval=30s").await;
+}
+
+/// A channel refused by the operator's bounds (having started no pod) syncs once the
+/// operator is restarted with `flag`.
+async fn syncs_with_the_flag(mut t: TestNs, name: &str, flag: &str) {
+    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     t.kill_operator();
-    t.start_operator(&["--min-sync-interval=30s"]);
-    t.wait_ready("fast", "Synchronized", SYNC).await;
+    t.start_operator(&[flag]);
+    t.wait_ready(name, "Synchronized", SYNC).await;
     t.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_timeout_above_max_sync_timeout_is_invalid_configuration() {
-    let mut t = TestNs::new("max-timeout").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("max-timeout", &[]).await;
     let mut custom = synced_spec();
     custom["options"]["timeout"] = json!("2h");
     t.create_channel("slow", custom).await;
@@ -180,12 +182,8 @@ async fn a_timeout_above_max_sync_timeout_is_invalid_configuration() {
         ready_message(&ch),
         "spec.options.timeout: \"90m\" is longer than this operator's maximum of 1h (--max-sync-timeout)"
     );
-    assert_eq!(t.pods_created(), 0, "an invalid channel starts no pod");
     // The admin raises the bound: the custom channel syncs, its pod's deadline from it.
-    t.kill_operator();
-    t.start_operator(&["--max-sync-timeout=3h"]);
-    t.wait_ready("slow", "Synchronized", SYNC).await;
-    t.cleanup().await;
+    syncs_with_the_flag(t, "slow", "--max-sync-timeout=3h").await;
 }
 
 /// Without `--allow-privileged-runners` every runner that could escape its pod is refused
@@ -194,8 +192,7 @@ async fn a_timeout_above_max_sync_timeout_is_invalid_configuration() {
 #[tokio::test]
 async fn a_runner_with_added_capabilities_or_privilege_escalation_or_root_is_refused_unless_allowed()
  {
-    let mut t = TestNs::new("privileged-runners").await;
-    t.start_operator(&[]);
+    let mut t = TestNs::started("privileged-runners", &[]).await;
     let cases = [
         (
             "caps",
@@ -408,8 +405,7 @@ async fn a_130_deep_upgrade_container_is_pruned_and_the_channel_list_still_decod
 
 #[tokio::test]
 async fn a_400_kib_upgrade_container_is_invalid_configuration_and_writes_nothing() {
-    let mut t = TestNs::new("big-upgrade-container").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("big-upgrade-container", &[]).await;
     let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1"), ("b", "v2")])));
     // Each argument within what the schema allows, 400 KiB together.
     spec["upgradeContainer"] = json!({"image": "u", "args": vec!["x".repeat(50 * 1024); 8]});
@@ -429,8 +425,7 @@ async fn a_400_kib_upgrade_container_is_invalid_configuration_and_writes_nothing
 
 #[tokio::test]
 async fn a_runner_with_capabilities_drop_empty_still_drops_all_and_its_volume_is_bounded() {
-    let mut t = TestNs::new("drop-empty").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("drop-empty", &[]).await;
     // A few seconds of runner, so the pod is still there to be read.
     let data = write_script(&channel_data(&[("a", "v1")]));
     let mut spec = custom_spec(&format!("sleep 5; {data}"));
@@ -461,8 +456,7 @@ async fn a_runner_with_capabilities_drop_empty_still_drops_all_and_its_volume_is
 
 #[tokio::test]
 async fn a_mount_path_of_usr_local_bin_is_invalid_configuration_and_no_pod_runs() {
-    let mut t = TestNs::new("mount-display").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("mount-display", &[]).await;
     for (name, path) in [("display-dir", "/usr/local/bin"), ("etc", "/etc")] {
         let mut spec = synced_spec();
         spec["options"]["mountPath"] = json!(path);
@@ -479,11 +473,7 @@ async fn a_mount_path_of_usr_local_bin_is_invalid_configuration_and_no_pod_runs(
         ready_message(&ch)
     );
     let ch = t.wait_ready("etc", "InvalidConfiguration", SYNC).await;
-    assert!(
-        ready_message(&ch).contains("would cover the system directory /etc"),
-        "{}",
-        ready_message(&ch)
-    );
+    assert_message_contains(&ch, "would cover the system directory /etc");
     assert_eq!(t.pods_created(), 0);
     t.cleanup().await;
 }

@@ -227,11 +227,8 @@ async fn converged(t: &TestNs, want: &[(&str, usize)]) -> Result<(), String> {
 /// After the fault: a new channel syncs within a minute, and no run of the operator
 /// panicked.
 async fn after_the_fault(t: &TestNs) {
-    t.create_channel(
-        "after",
-        custom_spec(&write_script(&channel_data(&[("n1", "v1")]))),
-    )
-    .await;
+    t.create_custom("after", &channel_data(&[("n1", "v1")]))
+        .await;
     wait_converged(t, &[("after", 1)], NEW_CHANNEL).await;
     let logs = all_logs(&t.ns);
     assert!(

@@ -67,6 +67,18 @@ async fn channel_json(State(s): State<Arc<Source>>) -> Response {
     }
 }
 
+/// A source serving `data`, the operator, and channel "ch" of it with the Orphan policy,
+/// synchronized.
+async fn orphan_channel(test: &str, data: Value) -> (TestNs, ManagedOSVersionChannel, Served) {
+    let served = serve(OK, data).await;
+    let t = TestNs::started(test, &[ALLOW_LOOPBACK]).await;
+    let ch = t.create_synced("ch", orphan_spec(&served.0), SYNC).await;
+    (t, ch, served)
+}
+
+/// A source's URI, and the source.
+type Served = (String, Arc<Source>);
+
 async fn serve(mode: u8, data: Value) -> (String, Arc<Source>) {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -109,13 +121,8 @@ fn gitopscheck(args: &[&str], object: &Value) -> (String, String) {
         .unwrap()
         .write_all(object.to_string().as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "gitopscheck {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let verdict: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let verdict: Value =
+        serde_json::from_slice(&success_stdout(child, &format!("gitopscheck {args:?}"))).unwrap();
     (
         verdict["status"].as_str().unwrap().to_string(),
         verdict["message"].as_str().unwrap_or_default().to_string(),
@@ -346,14 +353,12 @@ fn assert_orphaned(v: &ManagedOSVersion, uid: &str) {
 }
 
 async fn wait_gone(t: &TestNs, name: &str) {
-    t.eventually(&format!("channel {name} to be gone"), SYNC, || async {
-        t.channels()
-            .get_opt(name)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
+    t.wait_gone(
+        &t.channels(),
+        name,
+        &format!("channel {name} to be gone"),
+        SYNC,
+    )
     .await;
 }
 
@@ -385,11 +390,11 @@ async fn delete_namespace(t: &TestNs) {
 
 #[tokio::test]
 async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
-    let (uri, source) = serve(OK, channel_data(&[("o-a", "v1"), ("o-b", "v1")])).await;
-    let mut t = TestNs::new("gitops-orphan").await;
-    t.start_operator(&[ALLOW_LOOPBACK]);
-    t.create_channel("ch", orphan_spec(&uri)).await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let (t, ch, (uri, source)) = orphan_channel(
+        "gitops-orphan",
+        channel_data(&[("o-a", "v1"), ("o-b", "v1")]),
+    )
+    .await;
     assert_eq!(ch.finalizers(), [ORPHAN_FINALIZER]);
     let old_uid = ch.uid().unwrap();
 
@@ -415,10 +420,9 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
     source.serve(channel_data(&[("o-a", "v2"), ("o-c", "v1")]));
     t.create_channel("ch", json_spec(&uri)).await;
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
-    assert!(
-        ready_message(&ch).contains("\"o-c\" already exists and is not controlled by any channel"),
-        "{}",
-        ready_message(&ch)
+    assert_message_contains(
+        &ch,
+        "\"o-c\" already exists and is not controlled by any channel",
     );
     assert_eq!(
         ch.finalizers(),
@@ -429,8 +433,7 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
 
     // Listing the orphans again adopts them; what it does not list stays an orphan.
     source.serve(channel_data(&[("o-a", "v2")]));
-    t.request_sync("ch", "adopt").await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    let ch = t.sync_again("ch", "adopt", &ch, SYNC).await;
     assert!(
         ready_message(&ch).starts_with("synchronized 1 versions (1 adopted)"),
         "{}",
@@ -479,11 +482,7 @@ async fn orphaned_versions_stay_and_a_channel_of_the_same_name_adopts_them() {
 
 #[tokio::test]
 async fn a_channel_deleted_while_the_operator_is_down_is_finished_when_it_comes_back() {
-    let (uri, _source) = serve(OK, channel_data(&[("d-a", "v1")])).await;
-    let mut t = TestNs::new("gitops-down").await;
-    t.start_operator(&[ALLOW_LOOPBACK]);
-    t.create_channel("ch", orphan_spec(&uri)).await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let (mut t, ch, _served) = orphan_channel("gitops-down", channel_data(&[("d-a", "v1")])).await;
     t.kill_operator();
 
     delete_channel(&t, "ch").await;
@@ -506,11 +505,8 @@ async fn a_channel_deleted_while_the_operator_is_down_is_finished_when_it_comes_
 
 #[tokio::test]
 async fn a_namespace_with_an_orphan_channel_is_deleted() {
-    let (uri, _source) = serve(OK, channel_data(&[("n-a", "v1"), ("n-b", "v1")])).await;
-    let mut t = TestNs::new("gitops-ns").await;
-    t.start_operator(&[ALLOW_LOOPBACK]);
-    t.create_channel("ch", orphan_spec(&uri)).await;
-    let ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let (t, ch, _served) =
+        orphan_channel("gitops-ns", channel_data(&[("n-a", "v1"), ("n-b", "v1")])).await;
     assert_eq!(ch.finalizers(), [ORPHAN_FINALIZER]);
     delete_namespace(&t).await;
     t.cleanup().await;

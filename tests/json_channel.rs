@@ -148,6 +148,15 @@ async fn serve() -> (String, Arc<Server>) {
 }
 
 /// The node's own address (its InternalIP): not loopback, so allowed by default.
+/// A namespace, a server on the node's address (which the operator's default rules allow)
+/// and the operator, started after the server.
+async fn on_node_server(test: &str) -> (TestNs, String, Arc<Server>) {
+    let mut t = TestNs::new(test).await;
+    let (node, server) = serve_on(&node_ip(&t).await).await;
+    t.start_operator(&[]);
+    (t, node, server)
+}
+
 async fn node_ip(t: &TestNs) -> String {
     let nodes: Api<Node> = Api::all(t.client.clone());
     let nodes = nodes.list(&ListParams::default()).await.unwrap().items;
@@ -174,11 +183,10 @@ fn json_spec(uri: &str) -> serde_json::Value {
 #[tokio::test]
 async fn a_json_channel_syncs_and_then_asks_conditionally() {
     let (base, server) = serve().await;
-    let mut t = TestNs::new("json-ok").await;
-    t.start_operator(&[ALLOW_LOOPBACK]);
-    t.create_channel("web", json_spec(&format!("{base}/channel.json")))
+    let t = TestNs::started("json-ok", &[ALLOW_LOOPBACK]).await;
+    let mut ch = t
+        .create_synced("web", json_spec(&format!("{base}/channel.json")), SYNC)
         .await;
-    let mut ch = t.wait_ready("web", "Synchronized", SYNC).await;
     assert_eq!(t.version_names().await, ["web-a", "web-b"]);
     assert_eq!(
         ch.status.as_ref().unwrap().source_revision.as_deref(),
@@ -229,8 +237,7 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
 #[tokio::test]
 async fn json_channel_failures_name_their_cause() {
     let (base, _server) = serve().await;
-    let mut t = TestNs::new("json-fail").await;
-    t.start_operator(&["--max-output-bytes=1000", ALLOW_LOOPBACK]);
+    let t = TestNs::started("json-fail", &["--max-output-bytes=1000", ALLOW_LOOPBACK]).await;
     // A port nothing listens on: bind one, note it, let it go.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -292,8 +299,7 @@ async fn json_channel_failures_name_their_cause() {
 #[tokio::test]
 async fn json_uri_on_a_loopback_address_is_refused() {
     let (base, server) = serve_on("127.0.0.2").await;
-    let mut t = TestNs::new("json-loopback").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("json-loopback", &[]).await;
     let uri = format!("{base}/channel.json");
     t.create_channel("loopback", json_spec(&uri)).await;
     refused(
@@ -314,8 +320,7 @@ async fn json_uri_on_a_loopback_address_is_refused() {
 
 #[tokio::test]
 async fn json_uri_on_the_metadata_address_is_refused_without_connecting() {
-    let mut t = TestNs::new("json-metadata").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("json-metadata", &[]).await;
     // A connection would end in that server's answer (where one answers: this machine's
     // answered HTTP 403), a connect error or a timeout; the refusal comes before any.
     let uri = "http://169.254.169.254/latest/meta-data/";
@@ -340,9 +345,8 @@ async fn json_uri_redirecting_to_loopback_is_refused_at_the_hop() {
     let (node, server) = serve_on(&node_ip(&t).await).await;
     t.start_operator(&[]);
     // The node's own address is allowed: its channel syncs.
-    t.create_channel("node", json_spec(&format!("{node}/channel.json")))
+    t.create_synced("node", json_spec(&format!("{node}/channel.json")), SYNC)
         .await;
-    t.wait_ready("node", "Synchronized", SYNC).await;
     // Its redirect to the loopback server is not followed.
     t.create_channel(
         "to-loopback",
@@ -370,9 +374,7 @@ async fn json_uri_redirecting_to_loopback_is_refused_at_the_hop() {
 
 #[tokio::test]
 async fn json_uri_with_six_redirects_is_refused() {
-    let mut t = TestNs::new("json-redirects").await;
-    let (node, _) = serve_on(&node_ip(&t).await).await;
-    t.start_operator(&[]);
+    let (t, node, _) = on_node_server("json-redirects").await;
     t.create_channel("five", json_spec(&format!("{node}/r/five/5")))
         .await;
     t.create_channel("six", json_spec(&format!("{node}/r/six/6")))
@@ -392,8 +394,7 @@ async fn json_uri_with_six_redirects_is_refused() {
 #[tokio::test]
 async fn json_uri_naming_localhost_is_refused() {
     let (base, server) = serve().await;
-    let mut t = TestNs::new("json-localhost").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("json-localhost", &[]).await;
     // The name resolves to loopback: what the resolver returned is what is checked, and
     // connected to.
     let uri = base.replace("127.0.0.1", "localhost") + "/channel.json";
@@ -410,9 +411,8 @@ async fn json_uri_naming_localhost_is_refused() {
 #[tokio::test]
 async fn json_allow_cidr_for_loopback_lets_a_loopback_uri_sync() {
     let (base, server) = serve_on("127.0.0.2").await;
-    let mut t = TestNs::new("json-allow").await;
     // The flag's old name (an alias of --egress-allow-cidr) still works.
-    t.start_operator(&["--json-allow-cidr", "127.0.0.0/8"]);
+    let t = TestNs::started("json-allow", &["--json-allow-cidr", "127.0.0.0/8"]).await;
     t.create_channel("loopback", json_spec(&format!("{base}/channel.json")))
         .await;
     t.create_channel(
@@ -435,9 +435,7 @@ async fn json_allow_cidr_for_loopback_lets_a_loopback_uri_sync() {
 
 #[tokio::test]
 async fn json_data_with_a_secret_breaking_a_rule_is_not_shown_in_status_or_events() {
-    let mut t = TestNs::new("json-secret").await;
-    let (node, _) = serve_on(&node_ip(&t).await).await;
-    t.start_operator(&[]);
+    let (t, node, _) = on_node_server("json-secret").await;
     let cases = ["name", "type", "label-key", "label-value", "syntax", "yaml"];
     for case in cases {
         t.create_channel(case, json_spec(&format!("{node}/hostile/{case}")))
@@ -519,15 +517,9 @@ struct TlsServer {
 impl TlsServer {
     fn start(dir: &std::path::Path, ca: &str, name: &str) -> Self {
         let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .expect("openssl (Debian package openssl, installed with the cluster)");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
+            run_ok(
+                Command::new("openssl").args(args).current_dir(dir),
+                &format!("openssl {args:?} (Debian package openssl, installed with the cluster)"),
             );
         };
         let ec = [
@@ -707,8 +699,7 @@ async fn a_json_source_that_trickles_does_not_stop_another_json_channel_syncing(
 async fn json_uris_on_ipv6_forms_of_denied_ipv4_addresses_are_refused() {
     let (base, server) = serve().await;
     let port = base.rsplit(':').next().unwrap().to_string();
-    let mut t = TestNs::new("json-ipv6-forms").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("json-ipv6-forms", &[]).await;
     // Each reaches 127.0.0.1 or a metadata service through a translator, a relay or the
     // host's own IPv4 stack; judged as IPv6 they pass a list of IPv4 networks.
     let cases = [

@@ -23,10 +23,8 @@ fn data_of(pairs: &[(String, String)]) -> serde_json::Value {
 #[tokio::test]
 async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_flag_and_writes_nothing()
  {
-    let mut t = TestNs::new("max-versions").await;
-    t.start_operator(&["--max-versions-per-channel=3"]);
-    t.create_channel("ch", custom_spec(&write_script(&data_of(&numbered(5)))))
-        .await;
+    let t = TestNs::started("max-versions", &["--max-versions-per-channel=3"]).await;
+    t.create_custom("ch", &data_of(&numbered(5))).await;
     let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
     let message = ready_message(&ch);
     assert!(
@@ -46,15 +44,12 @@ async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_f
 
 #[tokio::test]
 async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
-    let mut t = TestNs::new("capped-lists").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("capped-lists", &[]).await;
     let data = data_of(&numbered(15));
-    t.create_channel("first", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("first", &data).await;
     t.wait_ready("first", "Synchronized", 2 * MINUTE).await;
     // The same 15 names from another channel: every one is a conflict.
-    t.create_channel("second", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("second", &data).await;
     let ch = t.wait_ready("second", "FailedToSync", 2 * MINUTE).await;
     let message = ready_message(&ch);
     assert_eq!(
@@ -96,8 +91,7 @@ async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
 /// each: some 12 MiB of writes from a few KiB of data, past the operator's 1 MiB bound.
 #[tokio::test]
 async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
-    let mut t = TestNs::new("max-write-bytes").await;
-    t.start_operator(&["--max-sync-write-bytes=1Mi"]);
+    let t = TestNs::started("max-write-bytes", &["--max-sync-write-bytes=1Mi"]).await;
     let mut spec = custom_spec(&write_script(&data_of(&numbered(200))));
     spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["x".repeat(60 * 1024)]});
     t.create_channel("ch", spec.clone()).await;
@@ -119,8 +113,7 @@ async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and
 
 #[tokio::test]
 async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metadata_not_them_all() {
-    let mut t = TestNs::new("orphan-large").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("orphan-large", &[]).await;
     // 400 versions of 24 KiB each (9.4 MiB in all: under the kubelet's 10 MiB log rotation),
     // made by the runner itself.
     let script = r#"pad=$(head -c 24000 /dev/zero | tr '\0' a); { printf '['; for i in $(seq 1 400); do [ "$i" -gt 1 ] && printf ','; printf '{"metadata":{"name":"v%s"},"spec":{"version":"v%s","type":"container","metadata":{"upgradeImage":"registry.example/os:v%s","notes":"%s"}}}' "$i" "$i" "$i" "$pad"; done; printf ']'; } > /output/data"#;

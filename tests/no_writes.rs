@@ -31,11 +31,9 @@ async fn wait_for_terminating_namespaces(t: &TestNs) {
 
 #[tokio::test]
 async fn an_unchanged_sync_writes_no_version() {
-    let mut t = TestNs::new("no-writes").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("no-writes", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1"), ("c", "v2")]);
-    t.create_channel("ch", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("ch", &data).await;
     let mut ch = t
         .wait_ready("ch", "Synchronized", Duration::from_secs(90))
         .await;

@@ -18,24 +18,16 @@ const SYNC: Duration = Duration::from_secs(90);
 /// The spec's sample manifest, image swapped for the local runner image (imported into the
 /// node, so not pulled: `IfNotPresent`).
 fn sample_spec() -> serde_json::Value {
-    json!({
-        "type": "custom",
-        "options": {
-            "image": runner_image(),
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/bash", "-c", "--"],
-            "args": ["echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data"],
-            "mountPath": "/output",
-            "outputFile": "/output/data"
-        },
-        "upgradeContainer": {}
-    })
+    let mut spec = custom_spec(
+        "echo '[{\"metadata\":{\"name\":\"foo\"},\"spec\":{\"version\":\"v1\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v1\"}}},{\"metadata\":{\"name\":\"bar\"},\"spec\":{\"version\":\"v2\",\"type\":\"container\",\"minVersion\":\"0.0.0\",\"metadata\":{\"upgradeImage\":\"registry.com/repository/image:v2\"}}}]' > /output/data",
+    );
+    spec["upgradeContainer"] = json!({});
+    spec
 }
 
 #[tokio::test]
 async fn the_sample_channel_syncs_to_foo_and_bar() {
-    let mut t = TestNs::new("sample").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("sample", &[]).await;
     let ch = t.create_channel("testchannel", sample_spec()).await;
     let synced = t.wait_ready("testchannel", "Synchronized", SYNC).await;
     let ready = ready(&synced).unwrap();
@@ -74,13 +66,11 @@ async fn the_sample_channel_syncs_to_foo_and_bar() {
 
 #[tokio::test]
 async fn changes_patch_add_flag_delete_and_unflag_versions() {
-    let mut t = TestNs::new("changes").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("changes", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1"), ("c", "v1")]);
     let mut spec = custom_spec(&write_script(&data));
     spec["registry"] = json!("mirror.local/");
-    t.create_channel("ch", spec).await;
-    let first = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let first = t.create_synced("ch", spec, SYNC).await;
     assert_eq!(
         t.versions().await[0].spec.metadata.as_ref().unwrap()["upgradeImage"],
         "mirror.local/registry.com/repository/image:v1"
@@ -91,12 +81,7 @@ async fn changes_patch_add_flag_delete_and_unflag_versions() {
     t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
         .await;
     let second = t.wait_next_attempt("ch", &first, SYNC).await;
-    assert_eq!(
-        ready_reason(&second).as_deref(),
-        Some("Synchronized"),
-        "{}",
-        ready_message(&second)
-    );
+    assert_reason(&second, "Synchronized");
     assert_eq!(
         ready_message(&second),
         "synchronized 3 versions (1 created, 1 updated, 1 flagged as no longer in sync)"
@@ -152,12 +137,9 @@ async fn changes_patch_add_flag_delete_and_unflag_versions() {
 
 #[tokio::test]
 async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
-    let mut t = TestNs::new("disabled").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("disabled", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
-    t.create_channel("ch", custom_spec(&write_script(&data)))
-        .await;
-    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.synced_custom("ch", &data, SYNC).await;
     t.wait_no_pods(SYNC).await;
 
     // Start a slow sync, then disable the channel while its pod runs.
@@ -190,8 +172,7 @@ async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
 
 #[tokio::test]
 async fn invalid_configurations_are_reported_and_start_no_pod() {
-    let mut t = TestNs::new("invalid").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("invalid", &[]).await;
     let good = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
     // What the CRD's rules cannot see: the operator judges it and says so in the status.
     let mut cases = vec![];
@@ -312,12 +293,9 @@ async fn the_api_server_refuses_what_the_crd_rules_can_check() {
 
 #[tokio::test]
 async fn a_failing_runner_fails_the_sync_and_keeps_the_versions() {
-    let mut t = TestNs::new("runner-fails").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("runner-fails", &[]).await;
     let data = channel_data(&[("a", "v1")]);
-    t.create_channel("ch", custom_spec(&write_script(&data)))
-        .await;
-    let synced = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let synced = t.synced_custom("ch", &data, SYNC).await;
     let before = t.versions().await;
 
     t.patch_spec(
@@ -370,8 +348,7 @@ async fn a_failing_runner_fails_the_sync_and_keeps_the_versions() {
 
 #[tokio::test]
 async fn an_unpullable_image_or_a_hanging_runner_fails_at_the_timeout() {
-    let mut t = TestNs::new("timeouts").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("timeouts", &[]).await;
     let mut unpullable = custom_spec("true");
     unpullable["options"]["image"] = json!("registry.invalid/nothing:1");
     unpullable["options"]["timeout"] = json!("8s");
@@ -405,8 +382,7 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     t.start_operator(&["--min-sync-interval=10s"]);
     let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
     spec["syncInterval"] = json!("10s");
-    t.create_channel("ch", spec).await;
-    let mut ch = t.wait_ready("ch", "Synchronized", SYNC).await;
+    let mut ch = t.create_synced("ch", spec, SYNC).await;
     // Two more syncs on the interval. Pods are counted the moment a sync is seen done:
     // the next one is 10 s away, and each sync's pod was created before it finished.
     for _ in 0..2 {
@@ -441,29 +417,20 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
 
 #[tokio::test]
 async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
-    let mut t = TestNs::new("conflicts").await;
-    t.start_operator(&[]);
-    t.create_channel(
-        "owner",
-        custom_spec(&write_script(&channel_data(&[("shared", "v1")]))),
-    )
-    .await;
-    t.wait_ready("owner", "Synchronized", SYNC).await;
+    let t = TestNs::started("conflicts", &[]).await;
+    t.synced_custom("owner", &channel_data(&[("shared", "v1")]), SYNC)
+        .await;
     let shared = t.versions_api().get("shared").await.unwrap();
 
-    t.create_channel(
+    t.create_custom(
         "intruder",
-        custom_spec(&write_script(&channel_data(&[
-            ("shared", "v9"),
-            ("own", "v1"),
-        ]))),
+        &channel_data(&[("shared", "v9"), ("own", "v1")]),
     )
     .await;
     let ch = t.wait_ready("intruder", "FailedToSync", SYNC).await;
-    assert!(
-        ready_message(&ch).contains("version \"shared\" already exists and is controlled by ManagedOSVersionChannel \"owner\""),
-        "{}",
-        ready_message(&ch)
+    assert_message_contains(
+        &ch,
+        "version \"shared\" already exists and is controlled by ManagedOSVersionChannel \"owner\"",
     );
     let after = t.versions_api().get("shared").await.unwrap();
     assert_eq!(
@@ -487,17 +454,10 @@ async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
         .create(&PostParams::default(), &foreign)
         .await
         .unwrap();
-    t.create_channel(
-        "squatted",
-        custom_spec(&write_script(&channel_data(&[("x", "v1")]))),
-    )
-    .await;
+    t.create_custom("squatted", &channel_data(&[("x", "v1")]))
+        .await;
     let ch = t.wait_ready("squatted", "FailedToCreatePod", SYNC).await;
-    assert!(
-        ready_message(&ch).contains("is not controlled by this channel"),
-        "{}",
-        ready_message(&ch)
-    );
+    assert_message_contains(&ch, "is not controlled by this channel");
     let still = t.pods().get("squatted").await.unwrap();
     assert_eq!(still.uid(), foreign.uid());
     assert!(still.metadata.deletion_timestamp.is_none());
@@ -506,8 +466,7 @@ async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
 
 #[tokio::test]
 async fn a_restarted_operator_finishes_the_sync_without_a_second_pod() {
-    let mut t = TestNs::new("restart").await;
-    t.start_operator(&[]);
+    let mut t = TestNs::started("restart", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
     t.create_channel(
         "ch",
@@ -566,12 +525,9 @@ async fn a_pod_of_an_operator_with_another_image_is_replaced() {
 
 #[tokio::test]
 async fn deleting_the_channel_removes_its_versions_and_pod() {
-    let mut t = TestNs::new("delete").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("delete", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
-    t.create_channel("ch", custom_spec(&write_script(&data)))
-        .await;
-    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.synced_custom("ch", &data, SYNC).await;
     // A slow second sync, so that a pod exists when the channel goes.
     t.patch_spec(
         "ch",
@@ -605,12 +561,8 @@ async fn the_operator_stops_cleanly_on_sigterm_and_hands_back_its_lease() {
     ];
     let lease_args: Vec<&str> = lease_args.iter().map(String::as_str).collect();
     t.start_operator(&lease_args);
-    t.create_channel(
-        "ch",
-        custom_spec(&write_script(&channel_data(&[("a", "v1")]))),
-    )
-    .await;
-    t.wait_ready("ch", "Synchronized", SYNC).await;
+    t.synced_custom("ch", &channel_data(&[("a", "v1")]), SYNC)
+        .await;
     let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
         kube::Api::namespaced(t.client.clone(), &t.ns);
     let held = leases.get(&lease).await.unwrap();

@@ -7,9 +7,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 
 const SYNC: Duration = Duration::from_secs(90);
@@ -32,8 +29,7 @@ async fn in_a_restricted_namespace_a_non_root_runner_syncs_and_a_root_one_is_ref
     let data = channel_data(&[("a", "v1")]);
     t.create_channel("non-root", non_root(custom_spec(&write_script(&data))))
         .await;
-    t.create_channel("root", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("root", &data).await;
     let ch = t.wait_ready("non-root", "Synchronized", SYNC).await;
     assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
     let ch = t.wait_ready("root", "FailedToCreatePod", SYNC).await;
@@ -65,8 +61,7 @@ async fn in_a_namespace_whose_quota_requires_limits_a_runner_with_resources_sync
         "limits": {"cpu": "200m", "memory": "64Mi"}
     });
     t.create_channel("limited", with_resources).await;
-    t.create_channel("unlimited", custom_spec(&write_script(&data)))
-        .await;
+    t.create_custom("unlimited", &data).await;
     t.wait_ready("limited", "Synchronized", SYNC).await;
     let ch = t.wait_ready("unlimited", "FailedToCreatePod", SYNC).await;
     let message = ready_message(&ch);
@@ -78,8 +73,7 @@ async fn in_a_namespace_whose_quota_requires_limits_a_runner_with_resources_sync
 
 #[tokio::test]
 async fn scheduling_options_land_on_the_pod() {
-    let mut t = TestNs::new("scheduling").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("scheduling", &[]).await;
     let mut spec = custom_spec(&write_script(&channel_data(&[("a", "v1")])));
     spec["options"]["nodeSelector"] = json!({"rancheros.test/pool": "nowhere"});
     spec["options"]["tolerations"] =
@@ -127,16 +121,7 @@ async fn a_private_channel_image_is_pulled_with_its_image_pull_secret_and_not_wi
     let password = registry_env("RANCHEROS_TEST_REGISTRY_PASSWORD");
     let mut t = TestNs::new("private-image").await;
     let auths = json!({"auths": {&registry: {"username": user, "password": password}}});
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "regcred"},
-        "type": "kubernetes.io/dockerconfigjson",
-        "stringData": {".dockerconfigjson": auths.to_string()}
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_pull_secret("regcred", auths).await;
     t.start_operator(&[]);
     let data = channel_data(&[("a", "v1")]);
     let mut with_secret = custom_spec(&write_script(&data));
@@ -152,23 +137,17 @@ async fn a_private_channel_image_is_pulled_with_its_image_pull_secret_and_not_wi
     assert_eq!(ready_message(&ch), "synchronized 1 versions (1 created)");
     // Without credentials the registry answers 401: the sync fails where it was stuck.
     let ch = t.wait_ready("without-secret", "FailedToSync", SYNC).await;
-    let message = ready_message(&ch);
-    assert!(
-        message.starts_with("timed out after 20s: the syncer pod did not finish (runner: "),
-        "{message}"
+    assert_pull_failed(
+        &ch,
+        "timed out after 20s: the syncer pod did not finish (runner: ",
+        &refused_image,
     );
-    assert!(
-        message.contains("ErrImagePull") || message.contains("ImagePullBackOff"),
-        "{message}"
-    );
-    assert!(message.contains(&refused_image), "{message}");
     t.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_runner_file_display_cannot_read_says_so_and_how_to_fix_it() {
-    let mut t = TestNs::new("unreadable").await;
-    t.start_operator(&[]);
+    let t = TestNs::started("unreadable", &[]).await;
     let script = format!("umask 077; {}", write_script(&channel_data(&[("a", "v1")])));
     t.create_channel("ch", non_root(custom_spec(&script))).await;
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;

@@ -49,6 +49,19 @@ fn foreign_pod(name: &str, label: &str) -> Pod {
     .unwrap()
 }
 
+/// Waits until at least `n` of the namespace's channels wait for a slot.
+async fn wait_queued(t: &TestNs, n: usize, what: &str) {
+    t.eventually(what, SYNC, || async {
+        let queued = all_channels(t)
+            .await
+            .iter()
+            .filter(|c| is_queued(c))
+            .count();
+        (queued >= n).then_some(())
+    })
+    .await;
+}
+
 /// Waits until the pod's first container (init container, if it has one) runs.
 async fn wait_running(t: &TestNs, api: &Api<Pod>, name: &str) {
     t.eventually(&format!("pod {name} to run"), SYNC, || async {
@@ -101,8 +114,8 @@ async fn foreign_labelled_pods_do_not_hold_sync_slots() {
         wait_running(&t, &t.pods(), name).await;
     }
     t.start_operator(&["--max-concurrent-syncs=2"]);
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     // The operator left them alone.
     for name in ["impostor-1", "impostor-2"] {
         let pod = t.pods().get(name).await.unwrap();
@@ -136,8 +149,8 @@ async fn channels_deleted_mid_sync_free_their_slots() {
             .await
             .unwrap();
     }
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     t.cleanup().await;
 }
 
@@ -203,15 +216,7 @@ async fn one_namespace_with_20_channels_does_not_starve_another() {
             .await;
     }
     // Namespace A's queue is long before B's channel arrives.
-    a.eventually("15 of namespace A's channels to queue", SYNC, || async {
-        let queued = all_channels(&a)
-            .await
-            .iter()
-            .filter(|c| is_queued(c))
-            .count();
-        (queued >= 15).then_some(())
-    })
-    .await;
+    wait_queued(&a, 15, "15 of namespace A's channels to queue").await;
     let synced = |chs: &[ManagedOSVersionChannel]| {
         chs.iter()
             .filter_map(|c| c.status.as_ref()?.last_synced_time.clone())
@@ -503,15 +508,8 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
             (stalled(&ch) && !reconciling(&ch)).then_some(())
         })
         .await;
-        t.eventually(&format!("{name}'s own pod to go"), SYNC, || async {
-            t.pods()
-                .get_opt(name)
-                .await
-                .unwrap()
-                .is_none()
-                .then_some(())
-        })
-        .await;
+        t.wait_gone(&t.pods(), name, &format!("{name}'s own pod to go"), SYNC)
+            .await;
     }
     // Backing off for their interval: no decision looks at their pods until then.
     for name in ["stalled-1", "stalled-2"] {
@@ -522,8 +520,8 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
             .unwrap_or_else(|e| panic!("forging pod {name}: {e}"));
         wait_running(&t, &t.pods(), name).await;
     }
-    t.create_channel("fresh", slow_spec(0, "fresh-v1")).await;
-    t.wait_ready("fresh", "Synchronized", SYNC).await;
+    t.create_synced("fresh", slow_spec(0, "fresh-v1"), SYNC)
+        .await;
     t.cleanup().await;
 }
 
@@ -546,18 +544,10 @@ async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
         })
         .await;
     wait_running(&a, &a.pods(), &running).await;
-    a.eventually("a sleeper to wait for a slot", SYNC, || async {
-        let queued = all_channels(&a)
-            .await
-            .iter()
-            .filter(|c| is_queued(c))
-            .count();
-        (queued >= 1).then_some(())
-    })
-    .await;
+    wait_queued(&a, 1, "a sleeper to wait for a slot").await;
     // Namespace A holds half the slots (one of two): B's channel starts at once.
-    b.create_channel("prompt", slow_spec(0, "prompt-v1")).await;
-    b.wait_ready("prompt", "Synchronized", SYNC).await;
+    b.create_synced("prompt", slow_spec(0, "prompt-v1"), SYNC)
+        .await;
     let pods = a.pods().list(&ListParams::default()).await.unwrap().items;
     assert_eq!(pods.len(), 1, "namespace A holds more than half the slots");
     b.cleanup().await;
@@ -569,8 +559,8 @@ async fn thirty_on_demand_requests_in_thirty_seconds_start_at_most_four_syncs() 
     let mut t = TestNs::new("request-storm").await;
     // The default --min-request-interval (10s).
     t.start_operator(&[]);
-    t.create_channel("asked", slow_spec(0, "asked-v1")).await;
-    t.wait_ready("asked", "Synchronized", SYNC).await;
+    t.create_synced("asked", slow_spec(0, "asked-v1"), SYNC)
+        .await;
     let before = t.pods_created();
     let start = std::time::Instant::now();
     for i in 0..30 {
@@ -646,8 +636,7 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
         (!a.versions().await.is_empty()).then_some(())
     })
     .await;
-    b.create_channel("small", json(&small)).await;
-    b.wait_ready("small", "Synchronized", SYNC).await;
+    b.create_synced("small", json(&small), SYNC).await;
     let written = a.versions().await.len();
     let big_ch = a.channel("big").await;
     eprintln!("namespace A had {written} of {BIG} versions when B's channel synced");
@@ -704,12 +693,8 @@ async fn the_watch_caches_fill_by_streaming_lists_not_paginated_lists() {
             ("NO_COLOR", "1"),
         ],
     );
-    t.create_channel(
-        "streamed",
-        custom_spec(&write_script(&channel_data(&[("streamed-v1", "v1")]))),
-    )
-    .await;
-    t.wait_ready("streamed", "Synchronized", SYNC).await;
+    t.synced_custom("streamed", &channel_data(&[("streamed-v1", "v1")]), SYNC)
+        .await;
     let log = plain(&std::fs::read_to_string(t.log_path(1)).unwrap());
     assert!(
         log.contains("watch caches fill by streaming lists"),

@@ -8,7 +8,11 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod steps;
 pub mod test_crds;
+
+#[allow(unused_imports)] // not every test binary takes every step
+pub use steps::*;
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -196,6 +200,38 @@ pub fn operator_pid(ns: &str) -> u32 {
         }
     }
     panic!("no operator process for {ns}");
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for a server a test starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `(status line, body)` of a GET on 127.0.0.1:`port` (with `Authorization: Bearer
+/// <token>` when given), or `None` while nothing answers there.
+pub async fn http_get(port: u16, path: &str, token: Option<&str>) -> Option<(String, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
+/// The operator's `/metrics` as text, or `None` until it answers 200.
+pub async fn scrape(port: u16) -> Option<String> {
+    let (status, body) = http_get(port, "/metrics", None).await?;
+    status.starts_with("HTTP/1.1 200").then_some(body)
 }
 
 /// `VmRSS` and `VmHWM` (the peak) of a process, in KiB.
@@ -660,6 +696,15 @@ pub async fn channel_event_objects(
 
 /// Events the operator published on a channel: `(type, reason, note)`.
 pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, String)> {
+    events_with_counts(t, channel)
+        .await
+        .into_iter()
+        .map(|(type_, reason, note, _)| (type_, reason, note))
+        .collect()
+}
+
+/// The channel's Events with their series count: `(type, reason, note, count)`.
+pub async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, String, String, i32)> {
     channel_event_objects(t, channel)
         .await
         .into_iter()
@@ -668,6 +713,7 @@ pub async fn channel_events(t: &TestNs, channel: &str) -> Vec<(String, String, S
                 e.type_.unwrap_or_default(),
                 e.reason.unwrap_or_default(),
                 e.note.unwrap_or_default(),
+                e.series.map_or(1, |s| s.count),
             )
         })
         .collect()

@@ -37,9 +37,7 @@ fn a_timeout_too_large_for_any_arithmetic_is_invalid_configuration() {
         ..settings()
     };
     let d = decide(&obs(&ch, t(0)), &raised);
-    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-        panic!("{d:?}")
-    };
+    let pod = created_pod(&d);
     assert_eq!(
         pod.spec.as_ref().unwrap().active_deadline_seconds,
         Some(2 * 3600 + 60)
@@ -89,9 +87,7 @@ fn settings_past_the_flags_bounds_cannot_overflow() {
         ..settings()
     };
     let d = decide(&obs(&ch, t(0)), &wild);
-    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-        panic!("{d:?}")
-    };
+    let pod = created_pod(&d);
     assert!(d.requeue.unwrap() <= config::MAX_DURATION);
     assert!(pod.spec.as_ref().unwrap().active_deadline_seconds.unwrap() > 0);
     // And a failure's backoff and nextSyncTime at the far end of time.
@@ -134,14 +130,8 @@ fn a_privileged_runner_is_invalid_configuration_unless_allowed() {
             "{m}"
         );
         // Allowed: the runner gets what it asked, over the hardened default.
-        let allowed = Settings {
-            allow_privileged_runners: true,
-            ..settings()
-        };
-        let d = decide(&obs(&ch, t(0)), &allowed);
-        let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-            panic!("{d:?}")
-        };
+        let d = privileged_decision(&ch, 0);
+        let pod = created_pod(&d);
         let runner = &pod.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0];
         let got = serde_json::to_value(runner.security_context.as_ref().unwrap()).unwrap();
         for (k, v) in sc.as_object().unwrap() {
@@ -184,14 +174,8 @@ fn a_running_pod_of_a_spec_now_refused_is_deleted() {
 fn an_allowed_privileged_runner_does_not_forbid_escalation() {
     let ch = channel(json!({"type": "custom", "options": {"image": "i",
         "securityContext": {"privileged": true}}}));
-    let allowed = Settings {
-        allow_privileged_runners: true,
-        ..settings()
-    };
-    let d = decide(&obs(&ch, t(0)), &allowed);
-    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-        panic!("{d:?}")
-    };
+    let d = privileged_decision(&ch, 0);
+    let pod = created_pod(&d);
     let spec = pod.spec.as_ref().unwrap();
     let runner = spec.init_containers.as_ref().unwrap()[0]
         .security_context

@@ -2,6 +2,18 @@
 
 use super::*;
 
+/// The decision once the channel data is fetched (and there are no versions yet).
+fn fetched(ch: &ManagedOSVersionChannel, data: &Fetched, now: i64) -> Decision {
+    decide(
+        &Observation {
+            fetched: Some(data),
+            versions: Some(&[]),
+            ..obs(ch, t(now))
+        },
+        &settings(),
+    )
+}
+
 #[test]
 fn a_json_channel_fetches_instead_of_starting_a_pod() {
     let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
@@ -17,14 +29,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
         not_modified,
     };
     let first = body(false);
-    let d = decide(
-        &Observation {
-            fetched: Some(&first),
-            versions: Some(&[]),
-            ..obs(&ch, t(0))
-        },
-        &settings(),
-    );
+    let d = fetched(&ch, &first, 0);
     assert_eq!(descriptions(&d), ["apply version foo", "apply version bar"]);
     assert_eq!(
         d.status.as_ref().unwrap().source_revision.as_deref(),
@@ -69,14 +74,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
     assert_eq!(descriptions(&d), ["apply version foo", "apply version bar"]);
 
     let failed = Fetched::Failed("HTTP 404 Not Found from http://127.0.0.1:1/c.json".into());
-    let d = decide(
-        &Observation {
-            fetched: Some(&failed),
-            versions: Some(&[]),
-            ..obs(&ch, t(3600))
-        },
-        &settings(),
-    );
+    let d = fetched(&ch, &failed, 3600);
     assert!(ready(&d).message.starts_with("HTTP 404"));
 }
 
@@ -100,14 +98,7 @@ fn a_json_body_that_breaks_a_rule_is_not_quoted() {
         validators: Default::default(),
         not_modified: false,
     };
-    let d = decide(
-        &Observation {
-            fetched: Some(&body),
-            versions: Some(&[]),
-            ..obs(&ch, t(0))
-        },
-        &settings(),
-    );
+    let d = fetched(&ch, &body, 0);
     assert_eq!(ready(&d).reason, "FailedToSync");
     assert!(
         ready(&d)

@@ -174,6 +174,67 @@ pub(crate) fn condition<'a>(d: &'a Decision, type_: &str) -> Option<&'a Conditio
     d.status.as_ref().expect("a status").condition(type_)
 }
 
+/// The decision, at `now`, on `ch`'s syncer pod (made at `created`) whose runner exited
+/// with `code` and logged `log`.
+pub(crate) fn runner_failed(
+    ch: &ManagedOSVersionChannel,
+    created: i64,
+    code: i32,
+    log: &str,
+    now: i64,
+) -> Decision {
+    let pod = pod_in(ch, t(created), runner_failed_status(code));
+    decide(
+        &Observation {
+            pod: Some(&pod),
+            runner_log: Some(log),
+            ..obs(ch, t(now))
+        },
+        &settings(),
+    )
+}
+
+/// A sync of `ch` that starts at `now` and whose runner fails (exit 1, log "boom") a second
+/// later: the channel with that sync in its status, and the decision on the failure.
+pub(crate) fn failed_run(
+    ch: &ManagedOSVersionChannel,
+    now: i64,
+) -> (ManagedOSVersionChannel, Decision) {
+    let ch = with_status(ch, &decide(&obs(ch, t(now)), &settings()));
+    let d = runner_failed(&ch, now, 1, "boom", now + 1);
+    (ch, d)
+}
+
+/// The pod the decision creates first (or a panic that shows the decision).
+#[track_caller]
+pub(crate) fn created_pod(d: &Decision) -> &Pod {
+    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
+        panic!("{d:?}")
+    };
+    pod
+}
+
+/// The decision at `at` for `ch` with `allow_privileged_runners` set.
+pub(crate) fn privileged_decision(ch: &ManagedOSVersionChannel, at: i64) -> Decision {
+    let allowed = Settings {
+        allow_privileged_runners: true,
+        ..settings()
+    };
+    decide(&obs(ch, t(at)), &allowed)
+}
+
+/// Asserts the status and reason of a condition.
+#[track_caller]
+pub(crate) fn assert_status_reason(c: &Condition, status: &str, reason: &str) {
+    assert_eq!((c.status.as_str(), c.reason.as_str()), (status, reason));
+}
+
+/// Asserts that the Ready message of `d` starts with `start`.
+#[track_caller]
+pub(crate) fn assert_message_starts(d: &Decision, start: &str) {
+    assert!(ready(d).message.starts_with(start), "{}", ready(d).message);
+}
+
 /// The decision with only the pod observed.
 pub(crate) fn at_pod(ch: &ManagedOSVersionChannel, pod: &Pod, now: Timestamp) -> Decision {
     decide(

@@ -24,12 +24,9 @@ fn an_error_of_the_display_container_is_reported_as_such() {
     let pod = pod_in(&ch, t(0), ready_pod_status());
     let log = b"error: cannot read /output/data: permission denied; display runs as user 65532\n";
     let d = reading(&ch, &pod, log, &[], t(3));
-    assert!(
-        ready(&d).message.starts_with(
-            "the display container exited with code 1: error: cannot read /output/data: permission denied"
-        ),
-        "{}",
-        ready(&d).message
+    assert_message_starts(
+        &d,
+        "the display container exited with code 1: error: cannot read /output/data: permission denied",
     );
 }
 
@@ -55,9 +52,7 @@ fn the_runner_pulls_always_unless_the_channel_says_otherwise() {
             spec["options"][k] = v.clone();
         }
         let d = decide(&obs(&channel(spec), t(0)), &settings());
-        let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-            panic!("{d:?}")
-        };
+        let pod = created_pod(&d);
         let runner = &pod.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0];
         runner.image_pull_policy.clone()
     };
@@ -77,9 +72,7 @@ fn the_operator_image_pull_secret_reaches_every_syncer_pod() {
         ..settings()
     };
     let d = decide(&obs(&ch, t(0)), &settings);
-    let Some(Effect::CreatePod(pod)) = d.effects.first() else {
-        panic!("{d:?}")
-    };
+    let pod = created_pod(&d);
     let names: Vec<&str> = pod
         .spec
         .as_ref()

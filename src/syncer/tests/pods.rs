@@ -53,10 +53,7 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
     );
     // A first sync: Ready is not known yet, Reconciling says a sync is under way.
     let r = ready(&d);
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("Unknown", "Synchronizing")
-    );
+    assert_status_reason(&r, "Unknown", "Synchronizing");
     assert_eq!(r.observed_generation, Some(1));
     let reconciling = condition(&d, RECONCILING).expect("Reconciling");
     assert_eq!(
@@ -104,10 +101,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
     assert_eq!(foo.labels()[CHANNEL_LABEL], "chan");
     assert_eq!(foo.spec.upgrade_container, Some(Default::default()));
     let r = ready(&d);
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("True", "Synchronized")
-    );
+    assert_status_reason(&r, "True", "Synchronized");
     assert_eq!(r.message, "synchronized 2 versions (2 created)");
     let s = d.status.as_ref().unwrap();
     assert_eq!(s.synced_versions, Some(2));
@@ -198,12 +192,9 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
     );
     let d = at_pod(&ch, &pod, t(30));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
-    assert!(
-        ready(&d).message.starts_with(
-            "timed out after 30s: the syncer pod did not finish (runner: ErrImageNeverPull: image not present)"
-        ),
-        "{}",
-        ready(&d).message
+    assert_message_starts(
+        &d,
+        "timed out after 30s: the syncer pod did not finish (runner: ErrImageNeverPull: image not present)",
     );
 }
 
@@ -225,12 +216,9 @@ fn output_above_the_cap_is_refused() {
         },
         &small,
     );
-    assert!(
-        ready(&d).message.starts_with(
-            "the channel data is 311 bytes, more than the operator's limit of 100 bytes"
-        ),
-        "{}",
-        ready(&d).message
+    assert_message_starts(
+        &d,
+        "the channel data is 311 bytes, more than the operator's limit of 100 bytes",
     );
 }
 
@@ -335,12 +323,9 @@ fn complete_data_in_the_log_is_used_even_after_the_timeout() {
     assert_eq!(ready(&d).reason, "Synchronized");
     // Incomplete data past the timeout is a timeout.
     let d = reading(&ch, &pod, &framed(SAMPLE)[..40], &[], t(3600));
-    assert!(
-        ready(&d).message.starts_with(
-            "timed out after 5m: the syncer pod did not finish (the display log never held complete output)"
-        ),
-        "{}",
-        ready(&d).message
+    assert_message_starts(
+        &d,
+        "timed out after 5m: the syncer pod did not finish (the display log never held complete output)",
     );
 }
 

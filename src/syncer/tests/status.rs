@@ -28,10 +28,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     );
     assert_eq!(descriptions(&d), ["delete pod chan", "flag version foo"]);
     let r = ready(&d);
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("True", "ChannelDisabled")
-    );
+    assert_status_reason(&r, "True", "ChannelDisabled");
     assert_eq!(d.requeue, None);
     // Once recorded, nothing more to do or read.
     let ch = with_status(&ch, &d);
@@ -45,10 +42,7 @@ fn invalid_configuration_is_reported_once_and_starts_no_pod() {
     let d = decide(&obs(&ch, t(0)), &settings());
     assert_eq!(d.effects, vec![]);
     let r = ready(&d);
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("False", "InvalidConfiguration")
-    );
+    assert_status_reason(&r, "False", "InvalidConfiguration");
     assert!(r.message.starts_with("spec.syncInterval"), "{}", r.message);
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.requeue, None);
@@ -62,30 +56,14 @@ fn transition_time_moves_only_when_the_status_does() {
     let ch = sample_channel();
     let start = decide(&obs(&ch, t(0)), &settings());
     let ch = with_status(&ch, &start);
-    let pod = pod_in(&ch, t(0), runner_failed_status(2));
-    let failed = decide(
-        &Observation {
-            pod: Some(&pod),
-            runner_log: Some("x"),
-            ..obs(&ch, t(7))
-        },
-        &settings(),
-    );
+    let failed = runner_failed(&ch, 0, 2, "x", 7);
     // Unknown (first sync) -> False: the transition time moves.
     assert_eq!(ready(&failed).last_transition_time, Time(t(7)));
     // False -> False on the next failure: it stays.
     let ch = with_status(&ch, &failed);
     let start = decide(&obs(&ch, t(20)), &settings());
     let ch = with_status(&ch, &start);
-    let pod = pod_in(&ch, t(20), runner_failed_status(2));
-    let again = decide(
-        &Observation {
-            pod: Some(&pod),
-            runner_log: Some("x"),
-            ..obs(&ch, t(25))
-        },
-        &settings(),
-    );
+    let again = runner_failed(&ch, 20, 2, "x", 25);
     assert_eq!(ready(&again).last_transition_time, Time(t(7)));
 }
 
@@ -154,16 +132,7 @@ fn a_sync_that_changes_something_or_recovers_is_an_event() {
     assert_eq!(d.events.len(), 1, "{:?}", d.events);
     assert!(!d.events[0].warning);
     // A failure, then a success with nothing to change: the recovery is news.
-    let ch3 = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
-    let pod = pod_in(&ch3, t(3605), runner_failed_status(1));
-    let failed = decide(
-        &Observation {
-            pod: Some(&pod),
-            runner_log: Some("boom"),
-            ..obs(&ch3, t(3606))
-        },
-        &settings(),
-    );
+    let (ch3, failed) = failed_run(&ch, 3605);
     let ch3 = with_status(&ch3, &failed);
     let ch3 = with_status(&ch3, &decide(&obs(&ch3, t(3620)), &settings()));
     let pod = pod_in(&ch3, t(3620), ready_pod_status());
@@ -177,16 +146,8 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
     let (mut ch, versions) = synced_once();
     let mut now = 3605;
     for attempt in 1..=4 {
-        ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
-        let pod = pod_in(&ch, t(now), runner_failed_status(1));
-        let d = decide(
-            &Observation {
-                pod: Some(&pod),
-                runner_log: Some("boom"),
-                ..obs(&ch, t(now + 1))
-            },
-            &settings(),
-        );
+        let (next, d) = failed_run(&ch, now);
+        ch = next;
         let stalled = condition(&d, STALLED);
         assert_eq!(stalled.is_some(), attempt >= 4, "attempt {attempt}");
         assert_eq!(ready(&d).status, "False");
@@ -195,10 +156,7 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
         let reconciling = condition(&d, RECONCILING);
         if attempt < 4 {
             let r = reconciling.expect("Reconciling while retried");
-            assert_eq!(
-                (r.status.as_str(), r.reason.as_str()),
-                ("True", "ProgressingWithRetry")
-            );
+            assert_status_reason(&r, "True", "ProgressingWithRetry");
             assert!(
                 r.message.starts_with("FailedToSync: ") && r.message.contains("retrying in"),
                 "{}",
@@ -236,16 +194,7 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
 #[test]
 fn a_retry_under_way_says_synchronizing_again() {
     let (ch, _) = synced_once();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
-    let pod = pod_in(&ch, t(3605), runner_failed_status(1));
-    let failed = decide(
-        &Observation {
-            pod: Some(&pod),
-            runner_log: Some("boom"),
-            ..obs(&ch, t(3606))
-        },
-        &settings(),
-    );
+    let (ch, failed) = failed_run(&ch, 3605);
     let ch = with_status(&ch, &failed);
     let retry = condition(&failed, RECONCILING).unwrap();
     // The backoff (the retry delay) over, the retry starts: Reconciling says Synchronizing,
@@ -253,10 +202,7 @@ fn a_retry_under_way_says_synchronizing_again() {
     let d = decide(&obs(&ch, t(3606 + 11)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     let r = condition(&d, RECONCILING).unwrap();
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("True", "Synchronizing")
-    );
+    assert_status_reason(&r, "True", "Synchronizing");
     assert_eq!(r.last_transition_time, retry.last_transition_time);
 }
 
@@ -265,10 +211,7 @@ fn an_invalid_spec_stalls() {
     let ch = channel(json!({"type": "custom", "options": {}}));
     let d = decide(&obs(&ch, t(0)), &settings());
     let stalled = condition(&d, STALLED).expect("Stalled");
-    assert_eq!(
-        (stalled.status.as_str(), stalled.reason.as_str()),
-        ("True", "InvalidConfiguration")
-    );
+    assert_status_reason(&stalled, "True", "InvalidConfiguration");
     assert_eq!(condition(&d, RECONCILING), None);
 }
 
@@ -292,10 +235,7 @@ fn a_suspended_channel_is_paused_and_resumes_at_once() {
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(!d.needs.any());
     let r = ready(&d);
-    assert_eq!(
-        (r.status.as_str(), r.reason.as_str()),
-        ("True", "Suspended")
-    );
+    assert_status_reason(&r, "True", "Suspended");
     assert!(
         r.message
             .contains("the last outcome: Synchronized: synchronized 2 versions"),

@@ -60,15 +60,7 @@ fn failures_back_off_exponentially_then_wait_for_the_interval() {
         let start = decide(&obs(&ch, t(now)), &settings());
         assert_eq!(descriptions(&start), ["create pod chan"], "at {now}");
         ch = with_status(&ch, &start);
-        let pod = pod_in(&ch, t(now), runner_failed_status(1));
-        let d = decide(
-            &Observation {
-                pod: Some(&pod),
-                runner_log: Some(""),
-                ..obs(&ch, t(now + 1))
-            },
-            &settings(),
-        );
+        let d = runner_failed(&ch, now, 1, "", now + 1);
         ch = with_status(&ch, &d);
         let wait = d.requeue.unwrap();
         waits.push(wait.as_secs());
@@ -208,10 +200,7 @@ fn a_due_sync_without_a_free_slot_is_queued() {
     );
     assert_eq!(d.effects, vec![]);
     let reconciling = condition(&d, RECONCILING).expect("Reconciling");
-    assert_eq!(
-        (reconciling.status.as_str(), reconciling.reason.as_str()),
-        ("True", "Synchronizing")
-    );
+    assert_status_reason(&reconciling, "True", "Synchronizing");
     assert!(
         reconciling
             .message
@@ -265,17 +254,8 @@ fn a_sync_requested_after_failures_runs_to_its_end() {
     let mut ch = sample_channel();
     let mut now = 0;
     for _ in 0..4 {
-        ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
-        let pod = pod_in(&ch, t(now), runner_failed_status(1));
-        let d = decide(
-            &Observation {
-                pod: Some(&pod),
-                runner_log: Some("boom"),
-                ..obs(&ch, t(now + 1))
-            },
-            &settings(),
-        );
-        ch = with_status(&ch, &d);
+        let (next, d) = failed_run(&ch, now);
+        ch = with_status(&next, &d);
         now += 1 + d.requeue.unwrap().as_secs() as i64;
     }
     assert_eq!(
