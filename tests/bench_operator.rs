@@ -1,0 +1,13 @@
+//! The unit tests of the operator benchmark's pure parts (benches/operator: its parsing of
+//! metrics and logs, its objects, its report), which its own target, a `harness = false`
+//! benchmark, cannot run.
+#![allow(dead_code)]
+
+#[path = "../benches/operator/objects.rs"]
+mod objects;
+#[path = "../benches/operator/oci_image.rs"]
+mod oci_image;
+#[path = "../benches/operator/parse.rs"]
+mod parse;
+#[path = "../benches/operator/report.rs"]
+mod report;
