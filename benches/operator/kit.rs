@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::parse;
 
 pub fn log(msg: &str) {
-    let (_, _, _, h, m, s) = crate::report::civil(now_secs());
+    let (_, _, _, h, m, s) = crate::date::civil(now_secs());
     eprintln!("[{h:02}:{m:02}:{s:02}] {msg}");
 }
 
@@ -32,7 +32,7 @@ pub fn now_secs() -> u64 {
 
 /// Names of this run (`HHMMSS`): a namespace of an earlier run may still be terminating.
 pub fn run_id() -> String {
-    let (_, _, _, h, m, s) = crate::report::civil(now_secs());
+    let (_, _, _, h, m, s) = crate::date::civil(now_secs());
     format!("{h:02}{m:02}{s:02}")
 }
 
@@ -51,7 +51,11 @@ pub fn run(program: &str, args: &[&str], stdin: Option<&str>) -> Result<String> 
         .wrap_err_with(|| format!("running {program}"))?;
     if let Some(input) = stdin {
         use std::io::Write as _;
-        child.stdin.take().expect("piped").write_all(input.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(input.as_bytes())?;
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
@@ -83,7 +87,10 @@ pub async fn create_parallel(items: &[Value], workdir: &Path, writers: usize) ->
     let mut paths = Vec::new();
     for w in 0..writers {
         let path = workdir.join(format!("writer-{w}.json"));
-        write_json(&path, &crate::objects::list(&crate::objects::share(items, w, writers)))?;
+        write_json(
+            &path,
+            &crate::objects::list(&crate::objects::share(items, w, writers)),
+        )?;
         paths.push(path);
     }
     tokio::task::spawn_blocking(move || {
@@ -116,7 +123,12 @@ pub async fn create_parallel(items: &[Value], workdir: &Path, writers: usize) ->
 }
 
 /// Polls `check` every `every` until it holds; fails after `timeout`.
-pub async fn wait<F, Fut>(what: &str, timeout: Duration, every: Duration, mut check: F) -> Result<()>
+pub async fn wait<F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> Result<()>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<bool>>,
@@ -142,7 +154,12 @@ pub fn secs(s: f64) -> Duration {
 /// Blocks on one watch of the object named `name` until `done` holds for it; the instant
 /// it was seen to. One watch, not a poll loop: the machine's CPU goes to the operator
 /// being timed (as it goes to kubectl in the baseline).
-pub async fn watch_until<K>(what: &str, api: Api<K>, name: &str, done: impl Fn(&K) -> bool) -> Result<Instant>
+pub async fn watch_until<K>(
+    what: &str,
+    api: Api<K>,
+    name: &str,
+    done: impl Fn(&K) -> bool,
+) -> Result<Instant>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -158,7 +175,9 @@ where
                 _ => {}
             }
         }
-        Err(eyre!("bench-operator: gave up waiting for {what} (watch ended)"))
+        Err(eyre!(
+            "bench-operator: gave up waiting for {what} (watch ended)"
+        ))
     };
     tokio::time::timeout(MINUTES_30, seen)
         .await
@@ -177,9 +196,24 @@ pub fn ready_message(ch: &ManagedOSVersionChannel) -> String {
     ready(ch).map(|c| c.message.clone()).unwrap_or_default()
 }
 
+/// Whether the sync asked for with `value` has ended `Synchronized`. The status takes the
+/// value when that sync starts, and Ready keeps the last outcome while it runs: its end is
+/// Reconciling no longer True.
+pub fn synced_after(ch: &ManagedOSVersionChannel, value: &str) -> bool {
+    let status = ch.status.as_ref();
+    status.and_then(|s| s.sync_requested_at.as_deref()) == Some(value)
+        && ready_reason(ch) == "Synchronized"
+        && status
+            .and_then(|s| s.condition("Reconciling"))
+            .is_none_or(|r| r.status != "True")
+}
+
 /// Whether the display container of the syncer pod runs (its data is in the log).
 pub fn display_started(pod: &Pod) -> bool {
-    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref());
     statuses.is_some_and(|cs| {
         cs.iter().any(|c| {
             c.name == "display"
@@ -214,12 +248,20 @@ impl Kit {
     }
 
     pub async fn no_pods(&self, ns: &str) -> Result<bool> {
-        Ok(self.pods(ns).list(&ListParams::default()).await?.items.is_empty())
+        Ok(self
+            .pods(ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .is_empty())
     }
 
     /// Until the namespace holds no pod (the syncer pods gone).
     pub async fn wait_no_pods(&self, ns: &str, every: f64) -> Result<()> {
-        wait("the syncer pods to go", MINUTES_30, secs(every), || self.no_pods(ns)).await
+        wait("the syncer pods to go", MINUTES_30, secs(every), || {
+            self.no_pods(ns)
+        })
+        .await
     }
 
     pub async fn metrics(&self) -> Result<String> {
@@ -235,13 +277,16 @@ impl Kit {
     pub async fn apply_channel(&self, ns: &str, spec: &Value) -> Result<()> {
         let name = spec["metadata"]["name"].as_str().unwrap_or_default();
         let pp = PatchParams::apply("bench-operator").force();
-        self.channels(ns).patch(name, &pp, &Patch::Apply(spec)).await?;
+        self.channels(ns)
+            .patch(name, &pp, &Patch::Apply(spec))
+            .await?;
         Ok(())
     }
 
     /// Asks for a sync now (the annotation `rancheros.cattle.io/sync-requested-at`).
     pub async fn request_sync(&self, ns: &str, name: &str, value: &str) -> Result<()> {
-        let patch = json!({"metadata": {"annotations": {crate::objects::SYNC_REQUESTED_AT: value}}});
+        let patch =
+            json!({"metadata": {"annotations": {crate::objects::SYNC_REQUESTED_AT: value}}});
         self.channels(ns)
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
@@ -377,9 +422,12 @@ impl Operator {
     /// Until the operator's version cache holds the first list (needs `request_log`); the
     /// seconds it took from the operator's start.
     pub async fn wait_filled(&self, timeout: f64) -> Result<f64> {
-        wait("the version cache to fill", secs(timeout), secs(0.5), || async {
-            Ok(parse::cache_filled(&self.log_text()))
-        })
+        wait(
+            "the version cache to fill",
+            secs(timeout),
+            secs(0.5),
+            || async { Ok(parse::cache_filled(&self.log_text())) },
+        )
         .await?;
         Ok(self.started.elapsed().as_secs_f64())
     }

@@ -14,12 +14,18 @@
 // tests are run by tests/bench_operator.rs, and unused here.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
+mod date;
+mod footprint;
 mod kit;
 mod objects;
+mod oci;
 mod oci_image;
+mod only;
 mod parse;
 mod report;
+mod results;
 mod scenarios;
+mod value;
 
 use std::path::{Path, PathBuf};
 
@@ -27,7 +33,7 @@ use clap::{Parser, ValueEnum};
 use color_eyre::eyre::{Result, WrapErr, bail};
 
 use kit::{Kit, log};
-use report::{Big, Many, Requests};
+use results::{Big, Many, Requests};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Only {
@@ -134,7 +140,11 @@ fn main() -> Result<()> {
         .success();
     if started_cluster {
         log("bringing the cluster up");
-        if !cluster("up").stdout(std::process::Stdio::null()).status()?.success() {
+        if !cluster("up")
+            .stdout(std::process::Stdio::null())
+            .status()?
+            .success()
+        {
             bail!("scripts/cluster up failed");
         }
     }
@@ -152,7 +162,11 @@ fn main() -> Result<()> {
 
 /// Everything between bringing the cluster up and down; the goals missed, as a message.
 fn with_cluster(args: &Args) -> Result<String> {
-    let env = kit::run(&root().join("scripts/cluster").to_string_lossy(), &["env"], None)?;
+    let env = kit::run(
+        &root().join("scripts/cluster").to_string_lossy(),
+        &["env"],
+        None,
+    )?;
     for (name, value) in parse::cluster_env(&env, |n| std::env::var(n).ok()) {
         // SAFETY: no other thread yet (the runtime starts below).
         unsafe { std::env::set_var(name, value) };
@@ -172,16 +186,22 @@ fn with_cluster(args: &Args) -> Result<String> {
 /// ships).
 fn image_binary() -> Result<PathBuf> {
     log("building the operator image (static release build) and importing it");
-    if !cluster("image").stdout(std::process::Stdio::null()).status()?.success() {
+    if !cluster("image")
+        .stdout(std::process::Stdio::null())
+        .status()?
+        .success()
+    {
         bail!("scripts/cluster image failed");
     }
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
-    let cache = var("RANCHEROS_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| {
-        let base = var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
-            PathBuf::from(var("HOME").unwrap_or_default()).join(".cache")
+    let cache = var("RANCHEROS_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let base = var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(var("HOME").unwrap_or_default()).join(".cache"));
+            base.join("rancheros-operator")
         });
-        base.join("rancheros-operator")
-    });
     let target = var("OPERATOR_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache.join("cargo-target-image"));
@@ -212,9 +232,9 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
     kit.crds().await?;
 
     if args.only == Some(Only::Scale) {
-        let r = scenarios::scale_out(&kit, binary, args).await?;
-        print!("{}", report::scale_lines(&r));
-        return Ok(if report::scale_met(&r) {
+        let r = footprint::scale_out(&kit, binary, args).await?;
+        print!("{}", only::scale_lines(&r));
+        return Ok(if only::scale_met(&r) {
             String::new()
         } else {
             "bench-operator: scale goal missed".into()
@@ -222,12 +242,12 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
     }
     if args.only == Some(Only::Rss) {
         if args.rss_channels > 0 {
-            let (n, none, some) = scenarios::rss_per_channel(&kit, binary, args).await?;
-            print!("{}", report::rss_channel_lines(n, none, some));
+            let (n, none, some) = footprint::rss_per_channel(&kit, binary, args).await?;
+            print!("{}", only::rss_channel_lines(n, none, some));
         }
         if args.rss_versions > 0 {
-            let r = scenarios::rss_per_version(&kit, &args.binaries(binary), args).await?;
-            print!("{}", report::rss_version_lines(&r));
+            let r = footprint::rss_per_version(&kit, &args.binaries(binary), args).await?;
+            print!("{}", only::rss_version_lines(&r));
         }
         return Ok(String::new());
     }
@@ -249,7 +269,7 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
         _ => None,
     };
     let oci = match args.runs(Only::Oci) {
-        true => Some(scenarios::oci_vs_custom(&kit, binary, args).await?),
+        true => Some(oci::oci_vs_custom(&kit, binary, args).await?),
         false => None,
     };
 
@@ -276,7 +296,7 @@ async fn write_docs(kit: &Kit, args: &Args, table: &str) -> Result<()> {
     let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) * libc::sysconf(libc::_SC_PHYS_PAGES) };
     let machine = format!("{cores} cores, {} GiB", bytes as f64 as u64 / (1 << 30));
     let k8s = kit.client.apiserver_version().await?.git_version;
-    let (y, mo, d, h, mi, _) = report::civil(kit::now_secs());
+    let (y, mo, d, h, mi, _) = date::civil(kit::now_secs());
     let date = format!("{y}-{mo:02}-{d:02} {h:02}:{mi:02} UTC");
     let command = format!(
         "scripts/bench-operator --versions {} --channels {} --per-channel {} --idle-seconds {}",

@@ -105,8 +105,7 @@ pub fn share(items: &[Value], w: usize, writers: usize) -> Vec<Value> {
 /// A shell word of `s` (single quotes, as Python's `shlex.quote`).
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
     {
         return s.to_string();
@@ -166,7 +165,10 @@ mod tests {
         for k in ["apiVersion", "kind"] {
             expected.as_object_mut().unwrap().remove(k);
         }
-        expected["metadata"].as_object_mut().unwrap().remove("namespace");
+        expected["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("namespace");
         assert_eq!(printed, expected);
     }
 
@@ -181,7 +183,10 @@ mod tests {
         let names = ["a".to_string(), "b".to_string()];
         let s = scale_channel(3, &names, "120000", 8080);
         assert_eq!(s["metadata"]["namespace"], "b");
-        assert_eq!(s["spec"]["options"]["uri"], "http://127.0.0.1:8080/c/ch-3.json");
+        assert_eq!(
+            s["spec"]["options"]["uri"],
+            "http://127.0.0.1:8080/c/ch-3.json"
+        );
     }
 
     #[test]

@@ -98,9 +98,16 @@ mod tests {
         let read = |p: &Path| std::fs::read(p).unwrap();
         let index: Value = serde_json::from_slice(&read(&dir.join("index.json"))).unwrap();
         let desc = &index["manifests"][0];
-        assert_eq!(desc["annotations"]["org.opencontainers.image.ref.name"], "v1");
+        assert_eq!(
+            desc["annotations"]["org.opencontainers.image.ref.name"],
+            "v1"
+        );
         let blob = |d: &Value| {
-            let hex = d["digest"].as_str().unwrap().strip_prefix("sha256:").unwrap();
+            let hex = d["digest"]
+                .as_str()
+                .unwrap()
+                .strip_prefix("sha256:")
+                .unwrap();
             let bytes = read(&dir.join("blobs/sha256").join(hex));
             assert_eq!(sha256_hex(&bytes), hex, "a blob is named by its digest");
             assert_eq!(bytes.len() as u64, d["size"].as_u64().unwrap());
@@ -114,7 +121,10 @@ mod tests {
         let gz = blob(&layers[1]);
         let mut raw = Vec::new();
         std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw).unwrap();
-        assert_eq!(config["rootfs"]["diff_ids"][1], format!("sha256:{}", sha256_hex(&raw)));
+        assert_eq!(
+            config["rootfs"]["diff_ids"][1],
+            format!("sha256:{}", sha256_hex(&raw))
+        );
         let mut tar = tar::Archive::new(&raw[..]);
         let mut entry = tar.entries().unwrap().next().unwrap().unwrap();
         assert_eq!(entry.path().unwrap().to_str(), Some("channel.json"));

@@ -77,10 +77,7 @@ pub fn sample<'a>(line: &'a str, name: &str) -> Option<Sample<'a>> {
         out.insert(key.trim_start_matches(',').trim(), value);
         rest = after;
     }
-    Some(Sample {
-        labels: out,
-        value,
-    })
+    Some(Sample { labels: out, value })
 }
 
 /// (resource, subresource, verb).
@@ -126,7 +123,11 @@ pub fn api_metrics(metrics: &str) -> (Tally<Kind3, f64>, f64) {
             let label = |k| s.labels.get(k).copied().unwrap_or("");
             let resource = label("resource");
             if resource == "managedosversions" || resource == "managedosversionchannels" {
-                let key = (resource.into(), label("verb").into(), label("dry_run").into());
+                let key = (
+                    resource.into(),
+                    label("verb").into(),
+                    label("dry_run").into(),
+                );
                 requests.add(key, s.value);
             }
         } else if let Some(s) = sample(line, "apiserver_response_sizes_sum")
@@ -140,7 +141,14 @@ pub fn api_metrics(metrics: &str) -> (Tally<Kind3, f64>, f64) {
 }
 
 /// The write verbs of the API server's counters.
-pub const WRITES: &[&str] = &["POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"];
+pub const WRITES: &[&str] = &[
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
 
 /// The sum of `api_metrics` requests of `resource` (any when None) with one of `verbs`
 /// (any when None).
@@ -232,7 +240,10 @@ pub fn pods_created(log: &str) -> i64 {
         .filter(|l| l.contains("requesting") && l.contains("http.method=POST"))
         .filter(|l| {
             l.match_indices("/pods").any(|(i, m)| {
-                matches!(l[i + m.len()..].chars().next(), None | Some('?') | Some(' ' | '\t'))
+                matches!(
+                    l[i + m.len()..].chars().next(),
+                    None | Some('?') | Some(' ' | '\t')
+                )
             })
         })
         .count() as i64
@@ -346,11 +357,21 @@ apiserver_response_sizes_sum{component="apiserver",group="rancheros.cattle.io",r
         assert_eq!(list_bytes, 203.0);
         let writes = count(&requests, Some("managedosversions"), Some(WRITES));
         assert_eq!(writes, 10_000.0, "the dry runs count as writes too");
-        assert_eq!(count(&requests, Some("managedosversions"), Some(&["LIST"])), 2.0);
-        assert_eq!(count(&requests, None, None), 10_052.0, "pods are not the operator's");
+        assert_eq!(
+            count(&requests, Some("managedosversions"), Some(&["LIST"])),
+            2.0
+        );
+        assert_eq!(
+            count(&requests, None, None),
+            10_052.0,
+            "pods are not the operator's"
+        );
         let later = api_metrics(&METRICS.replace("} 2\n", "} 5\n")).0;
         let grown = later.since(&requests);
-        assert_eq!(count(&grown, Some("managedosversions"), Some(&["LIST"])), 3.0);
+        assert_eq!(
+            count(&grown, Some("managedosversions"), Some(&["LIST"])),
+            3.0
+        );
         assert_eq!(count(&grown, None, None), 3.0);
     }
 
@@ -375,7 +396,13 @@ apiserver_response_sizes_sum{component="apiserver",group="rancheros.cattle.io",r
     #[test]
     fn a_sample_needs_its_name_and_labels() {
         assert!(sample("apiserver_request_total 3", "apiserver_request_total").is_none());
-        assert!(sample("# HELP apiserver_request_total x", "apiserver_request_total").is_none());
+        assert!(
+            sample(
+                "# HELP apiserver_request_total x",
+                "apiserver_request_total"
+            )
+            .is_none()
+        );
         let s = sample(r#"x_total{a="1",b=""} 7"#, "x_total").unwrap();
         assert_eq!((s.labels["a"], s.labels["b"], s.value), ("1", "", 7.0));
     }
@@ -416,7 +443,10 @@ apiserver_response_sizes_sum{component="apiserver",group="rancheros.cattle.io",r
         assert!(cache_filled(LOG));
         assert!(!cache_filled(&LOG.replace("version cache filled", "x")));
         // A build before that line: its versions' watch starting after the paginated LIST.
-        assert!(cache_filled(&LOG.replace("version cache filled", "x").replace("&sendInitialEvents=true", "")));
+        assert!(cache_filled(
+            &LOG.replace("version cache filled", "x")
+                .replace("&sendInitialEvents=true", "")
+        ));
     }
 
     #[test]

@@ -5,72 +5,10 @@
 
 use std::fmt::Write as _;
 
-pub const MIB: f64 = 1024.0 * 1024.0;
+use crate::results::{Big, Many, Oci, Requests};
+use crate::value::{Value, map};
 
-/// A figure's value, printed as the earlier script printed it: a float with 3 decimals, a
-/// count as an integer, a breakdown as `{'kind': n, ...}`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    Int(i64),
-    Float(f64),
-    Text(String),
-    /// Counts by kind; floats are API server counters, integers log lines.
-    Map(Vec<(String, Value)>),
-    List(Vec<i64>),
-}
-
-impl Value {
-    fn inner(&self) -> String {
-        match self {
-            // As Python's repr: 2.0, 151.0, 0.5.
-            Value::Float(v) => format!("{v:?}"),
-            Value::Text(s) => format!("'{s}'"),
-            other => other.to_string(),
-        }
-    }
-}
-
-impl std::fmt::Display for Value {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Value::Int(v) => write!(f, "{v}"),
-            Value::Float(v) => write!(f, "{v:.3}"),
-            Value::Text(s) => f.write_str(s),
-            Value::Map(entries) => {
-                let items: Vec<String> = entries
-                    .iter()
-                    .map(|(k, v)| format!("'{k}': {}", v.inner()))
-                    .collect();
-                write!(f, "{{{}}}", items.join(", "))
-            }
-            Value::List(items) => {
-                let items: Vec<String> = items.iter().map(i64::to_string).collect();
-                write!(f, "[{}]", items.join(", "))
-            }
-        }
-    }
-}
-
-impl From<f64> for Value {
-    fn from(v: f64) -> Self {
-        Value::Float(v)
-    }
-}
-impl From<i64> for Value {
-    fn from(v: i64) -> Self {
-        Value::Int(v)
-    }
-}
-impl From<&str> for Value {
-    fn from(v: &str) -> Self {
-        Value::Text(v.to_string())
-    }
-}
-impl From<String> for Value {
-    fn from(v: String) -> Self {
-        Value::Text(v)
-    }
-}
+pub use crate::value::MIB;
 
 /// A goal: its name, what was measured, the target as text, and whether it was met.
 pub struct Goal {
@@ -87,101 +25,6 @@ fn goal(name: &'static str, measured: impl Into<Value>, target: &'static str, me
         target,
         met,
     }
-}
-
-/// 1 and 2: the big channel, its first sync and an unchanged resync.
-#[derive(Clone, Debug)]
-pub struct Big {
-    pub versions: i64,
-    /// Data in the display log -> Synchronized (s).
-    pub first: f64,
-    pub first_cpu: f64,
-    /// Sequential `kubectl create -f` of the same objects (s).
-    pub kubectl: f64,
-    /// 16 kubectl writers' `create -f` of the same objects (s).
-    pub kubectl16: f64,
-    pub message: String,
-    pub resync: f64,
-    pub resync_writes: f64,
-    pub resync_message: String,
-    pub rss: u64,
-}
-
-impl Big {
-    /// What the report shows when the scenario did not run (`--only` another).
-    pub fn skipped() -> Self {
-        Self {
-            versions: 0,
-            first: 0.0,
-            first_cpu: 0.0,
-            kubectl: 1.0,
-            kubectl16: 1.0,
-            message: String::new(),
-            resync: 0.0,
-            resync_writes: 0.0,
-            resync_message: String::new(),
-            rss: 0,
-        }
-    }
-}
-
-/// 3 and 4: many channels, then idle.
-#[derive(Clone, Debug, Default)]
-pub struct Many {
-    pub channels: i64,
-    pub per_channel: i64,
-    pub seconds: f64,
-    pub rss: u64,
-    pub lists: f64,
-    pub list_bytes: f64,
-    pub idle_cpu: f64,
-    pub idle_requests: f64,
-}
-
-/// 5: API requests per channel sync.
-#[derive(Clone, Debug, Default)]
-pub struct Requests {
-    /// The operator's own, from its log, per channel sync.
-    pub own_first: f64,
-    pub own_resync: f64,
-    pub own_first_detail: Vec<(String, i64)>,
-    pub own_resync_detail: Vec<(String, i64)>,
-    /// All clients', from the API server's counters, per channel sync.
-    pub first: f64,
-    pub resync: f64,
-    pub first_detail: Vec<(String, f64)>,
-    pub resync_detail: Vec<(String, f64)>,
-}
-
-/// 6: one side (custom or oci) of the same channel.
-#[derive(Clone, Debug, Default)]
-pub struct OciSide {
-    pub first: f64,
-    pub resync: f64,
-    pub first_requests: i64,
-    pub resync_requests: i64,
-    pub first_pods: i64,
-    pub resync_pods: i64,
-    pub resync_writes: f64,
-    pub registry: Vec<i64>,
-    pub message: String,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct Oci {
-    pub versions: i64,
-    pub custom: OciSide,
-    pub oci: OciSide,
-    pub rss: u64,
-}
-
-fn map<V: Clone + Into<Value>>(entries: &[(String, V)]) -> Value {
-    Value::Map(
-        entries
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone().into()))
-            .collect(),
-    )
 }
 
 /// `a / b`, with b kept off zero as the earlier script did (a skipped scenario's zeros).
@@ -435,7 +278,11 @@ pub fn table(goals: &[Goal], rows: &[(String, Value)]) -> String {
     let mut out = String::from("| goal | measured | target | met |\n|---|---|---|---|\n");
     for g in goals {
         let met = if g.met { "yes" } else { "NO" };
-        let _ = writeln!(out, "| {} | {} | {} | {met} |", g.name, g.measured, g.target);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {met} |",
+            g.name, g.measured, g.target
+        );
     }
     out.push_str("\n| figure | value |\n|---|---|\n");
     for (name, v) in rows {
@@ -474,188 +321,9 @@ pub fn replace_docs_head(page: &str, head: &str) -> String {
     }
 }
 
-/// `--only scale`'s result.
-#[derive(Clone, Debug, Default)]
-pub struct Scale {
-    pub channels: i64,
-    pub per_channel: i64,
-    pub namespaces: i64,
-    pub versions: i64,
-    pub seconds: f64,
-    pub cpu: f64,
-    pub writes: Vec<(String, f64)>,
-    pub lists: f64,
-    pub peak: u64,
-    pub settled: u64,
-    pub restart: Vec<(String, Restart)>,
-}
-
-/// A fresh operator over the scale scenario's versions.
-#[derive(Clone, Debug, Default)]
-pub struct Restart {
-    pub settled: u64,
-    pub seconds: f64,
-    pub peak: u64,
-    pub lists: f64,
-    pub writes: f64,
-}
-
-/// The chart's default memory limit when the scale goal was set (charts/*/values.yaml then).
-pub const SCALE_LIMIT: u64 = 320 * 1024 * 1024;
-
-pub fn scale_lines(r: &Scale) -> String {
-    let mib = |b: u64| b as f64 / MIB;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "| channels x versions (namespaces) | {} x {} ({}) |",
-        r.channels, r.per_channel, r.namespaces
-    );
-    let _ = writeln!(out, "| versions synced | {} |", r.versions);
-    let _ = writeln!(
-        out,
-        "| created -> all Synchronized (s) | {:.1} ({:.0} versions/s) |",
-        r.seconds,
-        r.versions as f64 / r.seconds
-    );
-    let _ = writeln!(out, "| operator CPU seconds | {:.1} |", r.cpu);
-    let _ = writeln!(out, "| version writes by verb | {} |", map(&r.writes));
-    let _ = writeln!(out, "| LISTs of managedosversions | {:.0} |", r.lists);
-    let _ = writeln!(
-        out,
-        "| peak RSS / settled RSS (MiB) | {:.1} / {:.1} |",
-        mib(r.peak),
-        mib(r.settled)
-    );
-    let _ = writeln!(
-        out,
-        "| peak RSS / chart's default limit (320Mi) | {:.2} |",
-        r.peak as f64 / SCALE_LIMIT as f64
-    );
-    for (label, x) in &r.restart {
-        let _ = writeln!(
-            out,
-            "| {label}: fresh operator over them: settled (s), peak / settled RSS (MiB) | {:.1}, {:.1} / {:.1} |",
-            x.seconds,
-            mib(x.peak),
-            mib(x.settled)
-        );
-        let _ = writeln!(
-            out,
-            "| {label}: fresh operator: LISTs of managedosversions (pages), version writes | {:.0}, {:.0} |",
-            x.lists, x.writes
-        );
-    }
-    out
-}
-
-/// Every version synced and the peak RSS (of the sync and of a fresh operator) within the limit.
-pub fn scale_met(r: &Scale) -> bool {
-    let restart_peak = r
-        .restart
-        .iter()
-        .find(|(l, _)| l == "now")
-        .map_or(0, |(_, x)| x.peak);
-    r.versions == r.channels * r.per_channel && r.peak.max(restart_peak) <= SCALE_LIMIT
-}
-
-/// `--only rss`: settled RSS with none / with N of something, per binary.
-#[derive(Clone, Debug, Default)]
-pub struct RssVersions {
-    pub versions: i64,
-    pub create_seconds: f64,
-    /// label -> (settled RSS with none, with the versions, bytes per version)
-    pub per_binary: Vec<(String, (u64, u64, f64))>,
-    /// label -> (start -> cache filled (s), peak RSS, LISTs of versions)
-    pub fill: Vec<(String, (f64, u64, f64))>,
-}
-
-pub fn rss_channel_lines(n: i64, none: u64, some: u64) -> String {
-    let per = (some as f64 - none as f64) / n as f64;
-    format!(
-        "| now: settled RSS with no channel / with {n} suspended channels (MiB) | {:.1} / {:.1} |\n\
-         | now: RSS per channel (KiB) | {:.2} |\n",
-        none as f64 / MIB,
-        some as f64 / MIB,
-        per / 1024.0
-    )
-}
-
-pub fn rss_version_lines(r: &RssVersions) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "| versions in scope | {} |", r.versions);
-    let _ = writeln!(
-        out,
-        "| 16 kubectl writers: create -f of them (s) | {:.1} ({:.0} versions/s) |",
-        r.create_seconds,
-        r.versions as f64 / r.create_seconds
-    );
-    for (label, (none, some, per)) in &r.per_binary {
-        let _ = writeln!(
-            out,
-            "| {label}: settled RSS with none / with {} (MiB) | {:.1} / {:.1} |",
-            r.versions,
-            *none as f64 / MIB,
-            *some as f64 / MIB
-        );
-        let _ = writeln!(
-            out,
-            "| {label}: RSS per cached version (KiB) | {:.2} |",
-            per / 1024.0
-        );
-    }
-    for (label, (filled, peak, lists)) in &r.fill {
-        let _ = writeln!(
-            out,
-            "| {label}: start -> version cache filled (s), peak RSS (MiB), LISTs of versions \
-             (API server, all clients) | {filled:.1}, {:.1}, {lists:.0} |",
-            *peak as f64 / MIB
-        );
-    }
-    out
-}
-
-/// A calendar date and time (UTC) from seconds since the epoch: `(y, m, d, H, M, S)`.
-pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's days_from_civil, inverted.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let (h, mi, s) = ((rem / 3600) as u32, (rem / 60 % 60) as u32, (rem % 60) as u32);
-    (y, m, d, h, mi, s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn values_print_as_the_earlier_script_printed_them() {
-        assert_eq!(Value::Float(0.6969).to_string(), "0.697");
-        assert_eq!(Value::Float(0.0).to_string(), "0.000");
-        assert_eq!(Value::Int(5000).to_string(), "5000");
-        let own = map(&[("events//POST".to_string(), 20i64)]);
-        assert_eq!(own.to_string(), "{'events//POST': 20}");
-        let all = map(&[
-            ("pods//LIST".to_string(), 2.0f64),
-            ("pods//GET".to_string(), 151.0),
-            ("x".to_string(), 0.5),
-        ]);
-        assert_eq!(
-            all.to_string(),
-            "{'pods//LIST': 2.0, 'pods//GET': 151.0, 'x': 0.5}"
-        );
-        assert_eq!(Value::List(vec![3, 1]).to_string(), "[3, 1]");
-        assert_eq!(Value::List(vec![]).to_string(), "[]");
-    }
 
     fn big(first: f64, kubectl: f64, kubectl16: f64) -> Big {
         Big {
@@ -711,7 +379,10 @@ mod tests {
         oci.oci.registry = vec![3, 1];
         let skipped = Big::skipped();
         let g = goals(&skipped, &Many::default(), &Requests::default(), Some(&oci));
-        let names: Vec<_> = g[8..].iter().map(|g| (g.measured.to_string(), g.met)).collect();
+        let names: Vec<_> = g[8..]
+            .iter()
+            .map(|g| (g.measured.to_string(), g.met))
+            .collect();
         assert_eq!(
             names,
             [
@@ -765,63 +436,17 @@ mod tests {
     #[test]
     fn the_docs_head_keeps_the_sections_written_by_hand() {
         let page = "# Operator benchmarks\n\nold figures\n\n## By hand\n\nkept\n";
-        let head = docs_head("2 cores, 23 GiB", "v1.37.2", "2026-12-03 12:00 UTC", "cmd", "|t|");
+        let head = docs_head(
+            "2 cores, 23 GiB",
+            "v1.37.2",
+            "2026-12-03 12:00 UTC",
+            "cmd",
+            "|t|",
+        );
         let new = replace_docs_head(page, &head);
         assert!(new.starts_with("# Operator benchmarks\n\nWritten by `scripts/bench-operator`"));
         assert!(new.contains("- command: `cmd`\n\n|t|\n\nscripts/bench-operator [--versions N]"));
         assert!(new.ends_with("\n\n## By hand\n\nkept\n"));
         assert!(!new.contains("old figures"));
-    }
-
-    #[test]
-    fn scale_report_and_goal() {
-        let mut r = Scale {
-            channels: 1000,
-            per_channel: 100,
-            namespaces: 10,
-            versions: 100_000,
-            seconds: 1159.0,
-            writes: vec![("POST".into(), 200_000.0), ("PATCH".into(), 0.0)],
-            peak: 95 * 1024 * 1024,
-            restart: vec![(
-                "now".into(),
-                Restart {
-                    peak: 62 * 1024 * 1024,
-                    ..Restart::default()
-                },
-            )],
-            ..Scale::default()
-        };
-        let text = scale_lines(&r);
-        assert!(text.contains("| created -> all Synchronized (s) | 1159.0 (86 versions/s) |"));
-        assert!(text.contains("| version writes by verb | {'POST': 200000.0, 'PATCH': 0.0} |"));
-        assert!(text.contains("| peak RSS / chart's default limit (320Mi) | 0.30 |"));
-        assert!(scale_met(&r));
-        r.restart[0].1.peak = SCALE_LIMIT + 1;
-        assert!(!scale_met(&r));
-        r.restart[0].1.peak = 0;
-        r.versions -= 1;
-        assert!(!scale_met(&r));
-    }
-
-    #[test]
-    fn rss_report() {
-        let text = rss_channel_lines(300, 34 * 1024 * 1024, 51 * 1024 * 1024);
-        assert!(text.contains("| now: RSS per channel (KiB) | 58.03 |"), "{text}");
-        let r = RssVersions {
-            versions: 6000,
-            create_seconds: 218.1,
-            per_binary: vec![("now".into(), (1, 2, 1013.76))],
-            fill: vec![],
-        };
-        assert!(rss_version_lines(&r).contains("| now: RSS per cached version (KiB) | 0.99 |"));
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
-        // 2026-12-03 12:09:55 UTC
-        assert_eq!(civil(1_796_299_795), (2026, 12, 3, 12, 9, 55));
-        assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
     }
 }
