@@ -109,14 +109,7 @@ pub async fn rss_per_version(
             let mut rss = [0u64; 2];
             for (i, ns) in [&empty, &full].into_iter().enumerate() {
                 let logfile = log_path(kit, &format!("operator-rss-{label}-{ns}.log"));
-                let op = Operator::start(
-                    kit,
-                    binary,
-                    Some(ns),
-                    logfile,
-                    &[],
-                    &Operator::request_log(),
-                )?;
+                let op = Operator::start_logged(kit, binary, ns, logfile)?;
                 let (filled, settled, peak, lists) = with_operator(op, async |op: &Operator| {
                     let (before, _) = kit.api_metrics().await?;
                     let filled = op.wait_filled(900.0).await?;

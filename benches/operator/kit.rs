@@ -256,6 +256,18 @@ impl Kit {
             .is_empty())
     }
 
+    /// The instant the display container of syncer pod `name` is seen running (its data is
+    /// in the log).
+    pub async fn display_running(&self, ns: &str, name: &str) -> Result<Instant> {
+        watch_until(
+            "the display container",
+            self.pods(ns),
+            name,
+            display_started,
+        )
+        .await
+    }
+
     /// Until the namespace holds no pod (the syncer pods gone).
     pub async fn wait_no_pods(&self, ns: &str, every: f64) -> Result<()> {
         wait("the syncer pods to go", MINUTES_30, secs(every), || {
@@ -394,6 +406,23 @@ impl Operator {
     /// The log with the API client's requests (`parse::REQUEST_LOG`).
     pub fn request_log() -> [(&'static str, &'static str); 2] {
         [("RUST_LOG", parse::REQUEST_LOG), ("NO_COLOR", "1")]
+    }
+
+    /// The operator watching `namespace`, logging its API client's requests.
+    pub fn start_logged(
+        kit: &Kit,
+        binary: &Path,
+        namespace: &str,
+        logfile: PathBuf,
+    ) -> Result<Self> {
+        Self::start(
+            kit,
+            binary,
+            Some(namespace),
+            logfile,
+            &[],
+            &Self::request_log(),
+        )
     }
 
     pub fn log_text(&self) -> String {

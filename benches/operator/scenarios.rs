@@ -73,13 +73,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
         );
         kit.apply_channel(&ns, &spec).await?;
         log(&format!("big channel: {n} versions"));
-        let t_data = watch_until(
-            "the display container",
-            kit.pods(&ns),
-            "big",
-            kit::display_started,
-        )
-        .await?;
+        let t_data = kit.display_running(&ns, "big").await?;
         let cpu0 = op.cpu_seconds();
         let t_done = watch_until("Synchronized", channels.clone(), "big", |c| {
             kit::ready_reason(c) == "Synchronized"
@@ -97,13 +91,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
         log("unchanged resync, on demand");
         let (before, _) = kit.api_metrics().await?;
         kit.request_sync(&ns, "big", "bench-resync").await?;
-        let t_data = watch_until(
-            "the display container",
-            kit.pods(&ns),
-            "big",
-            kit::display_started,
-        )
-        .await?;
+        let t_data = kit.display_running(&ns, "big").await?;
         let t_done = watch_until("the resync", channels.clone(), "big", |c| {
             kit::synced_after(c, "bench-resync")
         })
@@ -151,15 +139,8 @@ pub async fn many_channels(kit: &Kit, binary: &Path, args: &Args) -> Result<Many
     let ns = "bench-many";
     kit.namespace(ns).await?;
     let (before, bytes_before) = kit.api_metrics().await?;
-    let env = Operator::request_log();
-    let op = Operator::start(
-        kit,
-        binary,
-        Some(ns),
-        log_path(kit, "operator-many.log"),
-        &[],
-        &env,
-    )?;
+    let logfile = log_path(kit, "operator-many.log");
+    let op = Operator::start(kit, binary, Some(ns), logfile, &[], &[])?;
     let out = with_operator(op, async |op: &Operator| {
         // Streaming lists fill the caches without a LIST: the operator's own word that they are.
         op.wait_filled(900.0).await?;
@@ -222,14 +203,7 @@ pub async fn requests_per_sync(kit: &Kit, binary: &Path, label: &str) -> Result<
     let ns = ns.as_str();
     kit.namespace(ns).await?;
     let logfile = log_path(kit, &format!("operator-requests-{label}.log"));
-    let op = Operator::start(
-        kit,
-        binary,
-        Some(ns),
-        logfile,
-        &[],
-        &Operator::request_log(),
-    )?;
+    let op = Operator::start_logged(kit, binary, ns, logfile)?;
     // Every channel Synchronized and no sync under way; with `value`, the sync it asked for.
     let synced = async |value: Option<&str>| -> Result<bool> {
         let chs = kit.list_channels(ns).await?;
