@@ -1,0 +1,452 @@
+//! The report: each scenario's typed result, the goals and figures made of them, and the
+//! tables printed and written to docs/benchmarks.md (in the format the earlier Python
+//! script printed, so that figures of both read alike). Pure, unit-tested in
+//! tests/bench_operator.rs.
+
+use std::fmt::Write as _;
+
+use crate::results::{Big, Many, Oci, Requests};
+use crate::value::{Value, map};
+
+pub use crate::value::MIB;
+
+/// A goal: its name, what was measured, the target as text, and whether it was met.
+pub struct Goal {
+    pub name: &'static str,
+    pub measured: Value,
+    pub target: &'static str,
+    pub met: bool,
+}
+
+fn goal(name: &'static str, measured: impl Into<Value>, target: &'static str, met: bool) -> Goal {
+    Goal {
+        name,
+        measured: measured.into(),
+        target,
+        met,
+    }
+}
+
+/// `a / b`, with b kept off zero as the earlier script did (a skipped scenario's zeros).
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(1e-9)
+}
+
+pub fn goals(big: &Big, many: &Many, requests: &Requests, oci: Option<&Oci>) -> Vec<Goal> {
+    let mut goals = vec![
+        goal(
+            "big channel: sync time / kubectl create time",
+            big.first / big.kubectl,
+            "<= 1.0",
+            big.first / big.kubectl <= 1.0,
+        ),
+        goal(
+            "big channel: sync time / 16 kubectl writers' create time",
+            big.first / big.kubectl16,
+            "<= 1.5",
+            big.first / big.kubectl16 <= 1.5,
+        ),
+        goal(
+            "unchanged resync: version write requests",
+            big.resync_writes,
+            "0",
+            big.resync_writes == 0.0,
+        ),
+        goal(
+            "unchanged resync: time / first sync's time",
+            ratio(big.resync, big.first),
+            "< 0.10",
+            big.resync <= 0.10 * big.first,
+        ),
+        goal(
+            "many channels: operator peak RSS (MiB)",
+            many.rss as f64 / MIB,
+            "< 64",
+            (many.rss as f64) < 64.0 * MIB,
+        ),
+        goal(
+            "many channels: LISTs of managedosversions",
+            many.lists,
+            "<= 3 (the watch's own)",
+            many.lists <= 3.0,
+        ),
+        goal(
+            "operator's requests per channel sync, first sync (besides version writes and the pod's own)",
+            requests.own_first,
+            "<= 5",
+            requests.own_first <= 5.0,
+        ),
+        goal(
+            "operator's requests per channel sync, on-demand resync",
+            requests.own_resync,
+            "<= 5",
+            requests.own_resync <= 5.0,
+        ),
+    ];
+    if let Some(oci) = oci {
+        let (c, o) = (&oci.custom, &oci.oci);
+        let last_pull = o.registry.last().copied().unwrap_or(0);
+        let quiet = o.resync_pods as f64 + o.resync_writes;
+        goals.extend([
+            goal(
+                "oci vs custom: oci first sync time / custom's",
+                ratio(o.first, c.first),
+                "<= 0.2",
+                o.first <= 0.2 * c.first,
+            ),
+            goal(
+                "oci unchanged resync: registry requests",
+                last_pull,
+                "1",
+                last_pull == 1,
+            ),
+            goal(
+                "oci unchanged resync: pods created, version writes",
+                quiet,
+                "0",
+                quiet == 0.0,
+            ),
+        ]);
+    }
+    goals
+}
+
+pub fn rows(
+    big: &Big,
+    many: &Many,
+    requests: &Requests,
+    baseline: Option<&Requests>,
+    oci: Option<&Oci>,
+) -> Vec<(String, Value)> {
+    let mut rows: Vec<(String, Value)> = vec![
+        ("big channel: versions".into(), big.versions.into()),
+        (
+            "big channel: data in the log -> Synchronized (s)".into(),
+            big.first.into(),
+        ),
+        (
+            "big channel: kubectl create -f of the same objects (s)".into(),
+            big.kubectl.into(),
+        ),
+        (
+            "big channel: 16 kubectl writers, create -f of the same objects (s)".into(),
+            big.kubectl16.into(),
+        ),
+        (
+            "big channel: operator CPU seconds during the first sync".into(),
+            big.first_cpu.into(),
+        ),
+        ("big channel: Ready message".into(), big.message.as_str().into()),
+        (
+            "unchanged resync: data in the log -> Synchronized (s)".into(),
+            big.resync.into(),
+        ),
+        (
+            "unchanged resync: Ready message".into(),
+            big.resync_message.as_str().into(),
+        ),
+        (
+            "big channel: operator peak RSS (MiB)".into(),
+            (big.rss as f64 / MIB).into(),
+        ),
+        (
+            "many channels: channels x versions".into(),
+            format!("{} x {}", many.channels, many.per_channel).into(),
+        ),
+        (
+            "many channels: created -> all Synchronized (s)".into(),
+            many.seconds.into(),
+        ),
+        (
+            "many channels: LIST bytes of managedosversions".into(),
+            many.list_bytes.into(),
+        ),
+        (
+            "idle: operator CPU seconds per minute".into(),
+            many.idle_cpu.into(),
+        ),
+        (
+            "idle: API requests per minute (channels, versions)".into(),
+            many.idle_requests.into(),
+        ),
+        (
+            "operator's requests, first sync: by kind (all 20 channels, from its log)".into(),
+            map(&requests.own_first_detail),
+        ),
+        (
+            "operator's requests, resync: by kind (all 20 channels, from its log)".into(),
+            map(&requests.own_resync_detail),
+        ),
+        (
+            "all clients' requests per channel sync, first sync (API server counters; kubelet and scheduler included)".into(),
+            requests.first.into(),
+        ),
+        (
+            "all clients' requests per channel sync, resync (API server counters)".into(),
+            requests.resync.into(),
+        ),
+        (
+            "all clients, first sync: by kind".into(),
+            map(&requests.first_detail),
+        ),
+        (
+            "all clients, resync: by kind".into(),
+            map(&requests.resync_detail),
+        ),
+    ];
+    if let Some(b) = baseline {
+        rows.extend([
+            (
+                "baseline build: operator's requests per channel sync, first sync".into(),
+                b.own_first.into(),
+            ),
+            (
+                "baseline build: operator's requests per channel sync, resync".into(),
+                b.own_resync.into(),
+            ),
+            (
+                "baseline build: operator's first sync by kind".into(),
+                map(&b.own_first_detail),
+            ),
+            (
+                "baseline build: operator's resync by kind".into(),
+                map(&b.own_resync_detail),
+            ),
+            (
+                "baseline build: all clients' requests per channel sync, first sync / resync"
+                    .into(),
+                format!("{:.2} / {:.2}", b.first, b.resync).into(),
+            ),
+            (
+                "ratio now / baseline (operator's own), first sync".into(),
+                ratio(requests.own_first, b.own_first).into(),
+            ),
+            (
+                "ratio now / baseline (operator's own), resync".into(),
+                ratio(requests.own_resync, b.own_resync).into(),
+            ),
+        ]);
+    }
+    if let Some(oci) = oci {
+        for (name, r) in [("custom", &oci.custom), ("oci", &oci.oci)] {
+            rows.extend([
+                (
+                    format!(
+                        "{name} ({} Elemental versions): apply -> Synchronized (s)",
+                        oci.versions
+                    ),
+                    r.first.into(),
+                ),
+                (
+                    format!("{name}: operator's API requests, first sync (besides version writes and the pod's own)"),
+                    r.first_requests.into(),
+                ),
+                (
+                    format!("{name}: pods created, first sync / unchanged resync"),
+                    format!("{} / {}", r.first_pods, r.resync_pods).into(),
+                ),
+                (
+                    format!("{name}: unchanged resync, annotate -> Synchronized (s)"),
+                    r.resync.into(),
+                ),
+                (
+                    format!("{name}: unchanged resync, operator's API requests / version writes"),
+                    format!("{} / {:?}", r.resync_requests, r.resync_writes).into(),
+                ),
+                (
+                    format!("{name}: Ready message after the resync"),
+                    r.message.as_str().into(),
+                ),
+            ]);
+        }
+        rows.extend([
+            (
+                "oci: registry requests per pull (first sync, resync)".into(),
+                Value::List(oci.oci.registry.clone()),
+            ),
+            (
+                "oci vs custom: operator peak RSS (MiB)".into(),
+                (oci.rss as f64 / MIB).into(),
+            ),
+        ]);
+    }
+    rows
+}
+
+/// The goals' table, a blank line, the figures' table.
+pub fn table(goals: &[Goal], rows: &[(String, Value)]) -> String {
+    let mut out = String::from("| goal | measured | target | met |\n|---|---|---|---|\n");
+    for g in goals {
+        let met = if g.met { "yes" } else { "NO" };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {met} |",
+            g.name, g.measured, g.target
+        );
+    }
+    out.push_str("\n| figure | value |\n|---|---|\n");
+    for (name, v) in rows {
+        let _ = writeln!(out, "| {name} | {v} |");
+    }
+    out.pop();
+    out
+}
+
+/// The scenarios as docs/benchmarks.md describes them under the first table (the earlier
+/// script's own description, kept word for word).
+pub const SCENARIOS: &str = include_str!("scenarios.md");
+
+/// The head of docs/benchmarks.md for a full run: what measured it, where, and the tables.
+pub fn docs_head(machine: &str, k8s: &str, date: &str, command: &str, table: &str) -> String {
+    format!(
+        "# Operator benchmarks\n\n\
+         Written by `scripts/bench-operator` (the command that measured these numbers; run it \
+         again to refresh this page). Each ratio compares two figures measured side by side in \
+         the same run.\n\n\
+         - machine: {machine}, Kubernetes {k8s} (the local cluster of `scripts/cluster`), \
+         operator release build as a local process\n\
+         - date: {date}\n\
+         - command: `{command}`\n\n\
+         {table}\n\n{}\n",
+        SCENARIOS.trim()
+    )
+}
+
+/// docs/benchmarks.md with its head (everything before the first `## ` section) replaced:
+/// the sections written by hand below it stay.
+pub fn replace_docs_head(page: &str, head: &str) -> String {
+    match page.find("\n## ") {
+        Some(i) => format!("{head}{}", &page[i..]),
+        None => head.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn big(first: f64, kubectl: f64, kubectl16: f64) -> Big {
+        Big {
+            versions: 5000,
+            first,
+            kubectl,
+            kubectl16,
+            resync: 0.2,
+            message: "synchronized 5000 versions (5000 created)".into(),
+            resync_message: "synchronized 5000 versions (no changes)".into(),
+            ..Big::skipped()
+        }
+    }
+
+    #[test]
+    fn goals_are_ratios_of_figures_of_the_same_run() {
+        let many = Many {
+            rss: 57 * 1024 * 1024,
+            lists: 2.0,
+            ..Many::default()
+        };
+        let r = Requests {
+            own_first: 3.5,
+            own_resync: 2.5,
+            ..Requests::default()
+        };
+        let g = goals(&big(25.8, 18.3, 9.7), &many, &r, None);
+        assert_eq!(g.len(), 8);
+        assert_eq!(g[0].measured.to_string(), "1.410");
+        assert!(!g[0].met, "1.41x sequential kubectl misses <= 1.0");
+        assert_eq!(g[1].measured.to_string(), "2.660");
+        assert!(!g[1].met);
+        let g = goals(&big(14.0, 18.3, 9.7), &many, &r, None);
+        assert!(g[0].met && g[1].met, "0.77x and 1.44x");
+        assert!(g[2].met && g[3].met && g[4].met && g[5].met && g[6].met && g[7].met);
+        let heavy = Many {
+            rss: 64 * 1024 * 1024,
+            lists: 4.0,
+            ..many
+        };
+        let g = goals(&big(14.0, 18.3, 9.7), &heavy, &r, None);
+        assert!(!g[4].met && !g[5].met);
+    }
+
+    #[test]
+    fn oci_goals() {
+        let mut oci = Oci {
+            versions: 50,
+            ..Oci::default()
+        };
+        oci.custom.first = 2.5;
+        oci.oci.first = 0.45;
+        oci.oci.registry = vec![3, 1];
+        let skipped = Big::skipped();
+        let g = goals(&skipped, &Many::default(), &Requests::default(), Some(&oci));
+        let names: Vec<_> = g[8..]
+            .iter()
+            .map(|g| (g.measured.to_string(), g.met))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("0.180".to_string(), true),
+                ("1".to_string(), true),
+                ("0.000".to_string(), true)
+            ]
+        );
+        oci.oci.resync_pods = 1;
+        oci.oci.registry = vec![3, 3];
+        let g = goals(&skipped, &Many::default(), &Requests::default(), Some(&oci));
+        assert!(!g[9].met && !g[10].met);
+    }
+
+    #[test]
+    fn the_tables() {
+        let g = goals(
+            &big(20.488, 29.401, 10.0),
+            &Many::default(),
+            &Requests::default(),
+            None,
+        );
+        let r = rows(
+            &big(20.488, 29.401, 10.0),
+            &Many {
+                channels: 200,
+                per_channel: 50,
+                ..Many::default()
+            },
+            &Requests::default(),
+            None,
+            None,
+        );
+        let t = table(&g, &r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "| goal | measured | target | met |");
+        assert_eq!(
+            lines[2],
+            "| big channel: sync time / kubectl create time | 0.697 | <= 1.0 | yes |"
+        );
+        assert_eq!(lines[10], "");
+        assert_eq!(lines[11], "| figure | value |");
+        assert!(lines.contains(&"| big channel: versions | 5000 |"));
+        assert!(lines.contains(&"| many channels: channels x versions | 200 x 50 |"));
+        assert!(lines.contains(
+            &"| big channel: Ready message | synchronized 5000 versions (5000 created) |"
+        ));
+        assert!(!t.ends_with('\n'));
+    }
+
+    #[test]
+    fn the_docs_head_keeps_the_sections_written_by_hand() {
+        let page = "# Operator benchmarks\n\nold figures\n\n## By hand\n\nkept\n";
+        let head = docs_head(
+            "2 cores, 23 GiB",
+            "v1.37.2",
+            "2026-12-03 12:00 UTC",
+            "cmd",
+            "|t|",
+        );
+        let new = replace_docs_head(page, &head);
+        assert!(new.starts_with("# Operator benchmarks\n\nWritten by `scripts/bench-operator`"));
+        assert!(new.contains("- command: `cmd`\n\n|t|\n\nscripts/bench-operator [--versions N]"));
+        assert!(new.ends_with("\n\n## By hand\n\nkept\n"));
+        assert!(!new.contains("old figures"));
+    }
+}

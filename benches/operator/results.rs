@@ -1,0 +1,87 @@
+//! Each scenario's typed result, as the report reads it.
+
+/// 1 and 2: the big channel, its first sync and an unchanged resync.
+#[derive(Clone, Debug)]
+pub struct Big {
+    pub versions: i64,
+    /// Data in the display log -> Synchronized (s).
+    pub first: f64,
+    pub first_cpu: f64,
+    /// Sequential `kubectl create -f` of the same objects (s).
+    pub kubectl: f64,
+    /// 16 kubectl writers' `create -f` of the same objects (s).
+    pub kubectl16: f64,
+    pub message: String,
+    pub resync: f64,
+    pub resync_writes: f64,
+    pub resync_message: String,
+    pub rss: u64,
+}
+
+impl Big {
+    /// What the report shows when the scenario did not run (`--only` another).
+    pub fn skipped() -> Self {
+        Self {
+            versions: 0,
+            first: 0.0,
+            first_cpu: 0.0,
+            kubectl: 1.0,
+            kubectl16: 1.0,
+            message: String::new(),
+            resync: 0.0,
+            resync_writes: 0.0,
+            resync_message: String::new(),
+            rss: 0,
+        }
+    }
+}
+
+/// 3 and 4: many channels, then idle.
+#[derive(Clone, Debug, Default)]
+pub struct Many {
+    pub channels: i64,
+    pub per_channel: i64,
+    pub seconds: f64,
+    pub rss: u64,
+    pub lists: f64,
+    pub list_bytes: f64,
+    pub idle_cpu: f64,
+    pub idle_requests: f64,
+}
+
+/// 5: API requests per channel sync.
+#[derive(Clone, Debug, Default)]
+pub struct Requests {
+    /// The operator's own, from its log, per channel sync.
+    pub own_first: f64,
+    pub own_resync: f64,
+    pub own_first_detail: Vec<(String, i64)>,
+    pub own_resync_detail: Vec<(String, i64)>,
+    /// All clients', from the API server's counters, per channel sync.
+    pub first: f64,
+    pub resync: f64,
+    pub first_detail: Vec<(String, f64)>,
+    pub resync_detail: Vec<(String, f64)>,
+}
+
+/// 6: one side (custom or oci) of the same channel.
+#[derive(Clone, Debug, Default)]
+pub struct OciSide {
+    pub first: f64,
+    pub resync: f64,
+    pub first_requests: i64,
+    pub resync_requests: i64,
+    pub first_pods: i64,
+    pub resync_pods: i64,
+    pub resync_writes: f64,
+    pub registry: Vec<i64>,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Oci {
+    pub versions: i64,
+    pub custom: OciSide,
+    pub oci: OciSide,
+    pub rss: u64,
+}
