@@ -119,8 +119,8 @@ ensure_pkgs() {
 # Packages the scripts and the tests call on the host, beyond the toolchains the machine must
 # have (Rust with rustfmt and clippy, Go 1.26: README). gcc and libc6-dev: cargo's linker (and
 # scripts/build-k8s); curl: the cluster's health checks, scripts/demo; python3-pip and
-# python3-venv: scripts/helm (pip download, the chart tools' venv); git: tree_key.
-HOST_PKGS="gcc libc6-dev curl ca-certificates python3 python3-pip python3-venv git"
+# python3-venv: scripts/helm (pip download, the chart tools' venv); git: tree_key; time: the test run's CPU seconds (lib/run-tests).
+HOST_PKGS="gcc libc6-dev curl ca-certificates python3 python3-pip python3-venv git time"
 
 # Packages the node needs at run time.
 NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
