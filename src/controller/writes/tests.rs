@@ -214,7 +214,10 @@ async fn a_create_its_dry_run_admits_but_the_write_refuses_is_undone_before_any_
     let calls = calls.lock().unwrap().clone();
     // The flag of the existing version was only a dry run; the create of a was taken back.
     assert!(calls[0].is("POST", "a", true), "{calls:#?}");
-    assert!(calls.iter().any(|c| c.is("PATCH", "old", true)), "{calls:#?}");
+    assert!(
+        calls.iter().any(|c| c.is("PATCH", "old", true)),
+        "{calls:#?}"
+    );
     assert!(
         !calls.iter().any(|c| c.is("PATCH", "old", false)),
         "{calls:#?}"
