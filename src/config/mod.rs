@@ -21,10 +21,10 @@ pub use privilege::runner_privilege;
 use crate::api::ManagedOSVersionChannelSpec;
 use crate::{duration, schema};
 
-pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
-pub const DEFAULT_MOUNT_PATH: &str = "/data";
+const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(3600);
+const DEFAULT_MOUNT_PATH: &str = "/data";
 /// How long a json fetch or an oci pull may take when `options.timeout` is not set.
-pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest `syncInterval` and `options.timeout` that any operator accepts, whatever its
 /// flags (the CRD rules refuse more at `kubectl apply`): a year of 365 days. It keeps every
 /// time the operator computes from them (requeues, deadlines, `nextSyncTime`) far from

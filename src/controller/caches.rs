@@ -19,7 +19,7 @@ use super::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION};
 
 /// How long to wait for a cache (filled, or caught up with the operator's writes).
-pub const CACHE_WAIT: Duration = Duration::from_secs(10);
+const CACHE_WAIT: Duration = Duration::from_secs(10);
 
 pub struct Scope {
     /// `None`: every namespace.

@@ -100,7 +100,7 @@ pub fn delete_uid(uid: &str, dry_run: bool) -> DeleteParams {
 mod tests {
     use super::*;
 
-    pub fn api_error(code: u16) -> kube::Error {
+    fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(
             kube::core::Status::failure("no", "Reason")
                 .with_code(code)

@@ -106,7 +106,7 @@ impl Slots {
     }
 
     /// The most slots one namespace holds: half, at least one.
-    pub fn per_namespace(&self) -> usize {
+    fn per_namespace(&self) -> usize {
         (self.max / 2).max(1)
     }
 

@@ -14,7 +14,7 @@ use tracing::debug;
 use super::errors::{Error, api_message, delete_uid, is_status};
 use super::io::Written;
 use super::version_write::mark;
-pub use super::version_write::{Done, Undo, UndoRoom, VersionWrite};
+use super::version_write::{Done, Undo, UndoRoom, VersionWrite};
 use super::writer::{Op, VersionWriter};
 use crate::syncer::Effect;
 

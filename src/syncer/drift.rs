@@ -26,7 +26,7 @@ pub type Known = HashMap<String, String>;
 /// Whether someone else may have written the cached version since the operator last wrote
 /// or checked it: its resourceVersion is not the one remembered (`known`); with none
 /// remembered, by its `managedFields` (`written_by_others`).
-pub fn changed_by_others(v: &ManagedOSVersion, known: Option<&str>) -> bool {
+fn changed_by_others(v: &ManagedOSVersion, known: Option<&str>) -> bool {
     match known {
         Some(rv) => v.metadata.resource_version.as_deref() != Some(rv),
         None => written_by_others(v),

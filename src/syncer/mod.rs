@@ -50,7 +50,7 @@ use pod::PodState;
 use status::Truth;
 
 /// After this many consecutive failures the channel waits for its interval.
-pub const MAX_QUICK_RETRIES: i64 = 4;
+const MAX_QUICK_RETRIES: i64 = 4;
 /// How often to look again while the display log is still being written, or a pod of the
 /// channel is still terminating.
 const POLL: Duration = Duration::from_secs(1);

@@ -32,7 +32,7 @@ pub enum Step {
     OrphanThenRelease,
 }
 
-pub fn has_finalizer(channel: &ManagedOSVersionChannel) -> bool {
+fn has_finalizer(channel: &ManagedOSVersionChannel) -> bool {
     channel.finalizers().iter().any(|f| f == ORPHAN_FINALIZER)
 }
 

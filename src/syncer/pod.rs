@@ -20,13 +20,13 @@ pub const RUNNER: &str = "runner";
 pub const DISPLAY: &str = "display";
 const VOLUME: &str = "channel-data";
 /// Annotation on the pod: the channel generation it was created for.
-pub const GENERATION_ANNOTATION: &str = "rancheros.cattle.io/channel-generation";
+const GENERATION_ANNOTATION: &str = "rancheros.cattle.io/channel-generation";
 /// Annotation on the pod: the operator image it was created with. Stale pods are told by
 /// this record, never by the container's `image`, which admission (a digest-pinning or
 /// mirror webhook) may rewrite.
 pub const OPERATOR_IMAGE_ANNOTATION: &str = "rancheros.cattle.io/operator-image";
 /// The user `display` runs as (the operator image's own non-root user).
-pub const DISPLAY_UID: i64 = 65532;
+const DISPLAY_UID: i64 = 65532;
 /// The kubelet kills a pod this long after the operator's own timeout, in case the
 /// operator is not running to do it.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(60);
@@ -85,7 +85,7 @@ fn drop_all(user: Option<&Capabilities>) -> Capabilities {
 /// The output volume's `sizeLimit`: twice `--max-output-bytes` (the data, and room for a
 /// runner that writes a temporary copy first), at least 1 MiB. More than the operator
 /// would read anyway; past it the kubelet evicts the pod, which fails the sync.
-pub fn output_size_limit(max_output_bytes: u64) -> Quantity {
+fn output_size_limit(max_output_bytes: u64) -> Quantity {
     Quantity(max_output_bytes.saturating_mul(2).max(1 << 20).to_string())
 }
 

@@ -136,7 +136,7 @@ pub fn desired(
 }
 
 /// `registry/target` with exactly one `/` between.
-pub fn with_registry(registry: &str, target: &str) -> String {
+fn with_registry(registry: &str, target: &str) -> String {
     format!(
         "{}/{}",
         registry.trim_end_matches('/'),

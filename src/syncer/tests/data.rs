@@ -76,7 +76,7 @@ fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event()
     };
     assert_eq!(foo.spec.type_, "iso", "the last entry wins");
     let r = ready(&d);
-    assert_status_reason(&r, "True", "Synchronized");
+    assert_status_reason(r, "True", "Synchronized");
     assert!(
         r.message
             .ends_with("duplicate names in the channel data, the last entry of each was used: foo"),

@@ -53,7 +53,7 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
     );
     // A first sync: Ready is not known yet, Reconciling says a sync is under way.
     let r = ready(&d);
-    assert_status_reason(&r, "Unknown", "Synchronizing");
+    assert_status_reason(r, "Unknown", "Synchronizing");
     assert_eq!(r.observed_generation, Some(1));
     let reconciling = condition(&d, RECONCILING).expect("Reconciling");
     assert_eq!(
@@ -101,7 +101,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
     assert_eq!(foo.labels()[CHANNEL_LABEL], "chan");
     assert_eq!(foo.spec.upgrade_container, Some(Default::default()));
     let r = ready(&d);
-    assert_status_reason(&r, "True", "Synchronized");
+    assert_status_reason(r, "True", "Synchronized");
     assert_eq!(r.message, "synchronized 2 versions (2 created)");
     let s = d.status.as_ref().unwrap();
     assert_eq!(s.synced_versions, Some(2));

@@ -28,7 +28,7 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     );
     assert_eq!(descriptions(&d), ["delete pod chan", "flag version foo"]);
     let r = ready(&d);
-    assert_status_reason(&r, "True", "ChannelDisabled");
+    assert_status_reason(r, "True", "ChannelDisabled");
     assert_eq!(d.requeue, None);
     // Once recorded, nothing more to do or read.
     let ch = with_status(&ch, &d);
@@ -42,7 +42,7 @@ fn invalid_configuration_is_reported_once_and_starts_no_pod() {
     let d = decide(&obs(&ch, t(0)), &settings());
     assert_eq!(d.effects, vec![]);
     let r = ready(&d);
-    assert_status_reason(&r, "False", "InvalidConfiguration");
+    assert_status_reason(r, "False", "InvalidConfiguration");
     assert!(r.message.starts_with("spec.syncInterval"), "{}", r.message);
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.requeue, None);
@@ -156,7 +156,7 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
         let reconciling = condition(&d, RECONCILING);
         if attempt < 4 {
             let r = reconciling.expect("Reconciling while retried");
-            assert_status_reason(&r, "True", "ProgressingWithRetry");
+            assert_status_reason(r, "True", "ProgressingWithRetry");
             assert!(
                 r.message.starts_with("FailedToSync: ") && r.message.contains("retrying in"),
                 "{}",
@@ -202,7 +202,7 @@ fn a_retry_under_way_says_synchronizing_again() {
     let d = decide(&obs(&ch, t(3606 + 11)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     let r = condition(&d, RECONCILING).unwrap();
-    assert_status_reason(&r, "True", "Synchronizing");
+    assert_status_reason(r, "True", "Synchronizing");
     assert_eq!(r.last_transition_time, retry.last_transition_time);
 }
 
@@ -211,7 +211,7 @@ fn an_invalid_spec_stalls() {
     let ch = channel(json!({"type": "custom", "options": {}}));
     let d = decide(&obs(&ch, t(0)), &settings());
     let stalled = condition(&d, STALLED).expect("Stalled");
-    assert_status_reason(&stalled, "True", "InvalidConfiguration");
+    assert_status_reason(stalled, "True", "InvalidConfiguration");
     assert_eq!(condition(&d, RECONCILING), None);
 }
 
@@ -235,7 +235,7 @@ fn a_suspended_channel_is_paused_and_resumes_at_once() {
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(!d.needs.any());
     let r = ready(&d);
-    assert_status_reason(&r, "True", "Suspended");
+    assert_status_reason(r, "True", "Suspended");
     assert!(
         r.message
             .contains("the last outcome: Synchronized: synchronized 2 versions"),

@@ -200,7 +200,7 @@ fn a_due_sync_without_a_free_slot_is_queued() {
     );
     assert_eq!(d.effects, vec![]);
     let reconciling = condition(&d, RECONCILING).expect("Reconciling");
-    assert_status_reason(&reconciling, "True", "Synchronizing");
+    assert_status_reason(reconciling, "True", "Synchronizing");
     assert!(
         reconciling
             .message
