@@ -212,6 +212,8 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         "--metrics-insecure",
         "--write-qps=5",
         "--namespace-write-burst=1",
+        // One attempt meets the quota: no retry of it adds creates and undos to the counts.
+        "--retry-delay=1h",
     ]);
     let thirty = numbered(30);
     let mut spec = custom_spec(&write_script(&data_of(&thirty)));
@@ -242,10 +244,11 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
     assert_eq!(t.version_names().await.len(), 30);
     let (undone, paced_after) = write_counts(port, "undo_version").await;
     assert_eq!(undone, 5.0);
-    // 10 creates and 5 undos took a turn each; all but the first waited for it (2 may
-    // have come when the answer before them took longer than the turn).
+    // 10 dry runs, the creates sent (at least 6) and 5 undos took a turn each; all but the
+    // first waited for it (a few may have come when the answer before them took longer
+    // than the turn).
     assert!(
-        paced_after - paced >= 14.0 - 2.0,
+        paced_after - paced >= 20.0 - 4.0,
         "{paced} -> {paced_after}"
     );
 
