@@ -3,7 +3,7 @@
 //! `InvalidConfiguration` naming the bound and the flag, and no channel can crash the
 //! operator or get a runner that could escape its pod unless the admin allows it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! `files/rbac.yaml` and for what it must not grant), metrics through the Service, upgrade,
 //! uninstall. The rendering checks that need no cluster are `tests/chart_render.rs`.
 
-mod chart_support;
+use crate::chart_support;
 // The tenant attacks, against the same chart (its own release, beside the test below).
 #[path = "chart_install/attacks.rs"]
 mod attacks;
@@ -853,14 +853,32 @@ subjects:
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // Without a Secret reference the tenant's channel is admitted; every spec change is
-    // checked again, so the tenant cannot edit a reader's channel that references one.
-    let out = apply_as("tenant", &channel("plain", "args: [x]"), false);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Without a Secret reference the tenant's channel is admitted (a nullable reference set
+    // to null names none: the policy once failed closed on it, for every namespace); every
+    // spec change is checked again, so the tenant cannot edit a reader's channel that
+    // references one.
+    // (the null created as JSON, as a client library sends it: kubectl apply drops it)
+    let null_ref = serde_json::json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel",
+        "metadata": {"name": "null-ref", "namespace": ns},
+        "spec": {"type": "oci", "options": {"image": "registry.example/channel:v1",
+                 "insecure": false, "caSecretRef": null}},
+    });
+    let mut create = kubectl();
+    create.args(["create", "--as", "tenant", "-f", "-"]);
+    for (name, out) in [
+        (
+            "plain",
+            apply_as("tenant", &channel("plain", "args: [x]"), false),
+        ),
+        ("null-ref", run_with_stdin(create, &null_ref.to_string())),
+    ] {
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let out = apply_as(
         "tenant",
         &channel("env", &format!("{env}, args: [changed]")),

@@ -4,9 +4,9 @@
 //! tables say the same, its alert rules parse and its dashboard asks only for metrics the
 //! operator exports. `tests/chart_install.rs` installs it on the local cluster.
 //!
-//! `UPDATE_CRDS=1 cargo test --test chart_render` copies `crds/` into the chart.
+//! `UPDATE_CRDS=1 cargo test --test integration chart_render::` copies `crds/` into the chart.
 
-mod chart_support;
+use crate::chart_support;
 #[path = "chart_render/monitoring.rs"]
 mod monitoring;
 #[path = "chart_render/packaging.rs"]

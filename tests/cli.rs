@@ -3,7 +3,7 @@
 //! user commands `sync` and `status` against the local cluster (an operator process per
 //! test, see tests/common).
 
-mod common;
+use crate::common;
 #[path = "cli/formats.rs"]
 mod formats;
 #[path = "cli/sync_wait.rs"]

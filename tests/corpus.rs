@@ -5,7 +5,7 @@
 //! Also: usage errors and exit codes, and random mutations of valid data (no panics, and
 //! `check` and `parse` agree on every one). No cluster needed.
 //!
-//! `BLESS=1 cargo test --test corpus` rewrites the `.expect` files from what the binary
+//! `BLESS=1 cargo test --test integration corpus::` rewrites the `.expect` files from what the binary
 //! reports: review the diff before committing it.
 
 use std::fmt::Write as _;

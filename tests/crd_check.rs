@@ -6,7 +6,7 @@
 //! their own, named by the operator's test-only `RANCHEROS_OPERATOR_CRD_CHECK_GROUP`:
 //! the same GET, annotation and exit path as for the real names, only the group differs.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! `crds/` must hold exactly what the Rust types generate (`rancheros_operator::crds`).
-//! Regenerate with `UPDATE_CRDS=1 cargo test --test crds --test chart_render`.
+//! Regenerate with `UPDATE_CRDS=1 cargo test --test integration crds:: && UPDATE_CRDS=1 cargo test --test integration chart_render::`.
 
 use std::path::Path;
 
@@ -17,7 +17,7 @@ fn crds_directory_matches_the_types() {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         assert!(
             on_disk == yaml,
-            "{} is out of date with the types in src/api.rs; run `UPDATE_CRDS=1 cargo test --test crds --test chart_render`",
+            "{} is out of date with the types in src/api.rs; run `UPDATE_CRDS=1 cargo test --test integration crds:: && UPDATE_CRDS=1 cargo test --test integration chart_render::`",
             path.display()
         );
     }

@@ -21,7 +21,7 @@
 //! (docs/examples/sample-channel.yaml, its image swapped for the local runner image).
 //! Output is compared with ages, times, digests and column padding normalised.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -8,7 +8,7 @@
 //! These tests stop parts of the shared cluster, so scripts/lib/run-tests runs this binary
 //! alone, and its tests one at a time (`ONE_AT_A_TIME`).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};

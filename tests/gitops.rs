@@ -11,8 +11,8 @@
 //!
 //! The channels are json channels served by the test (no pods: fast), from loopback.
 
-mod chart_support;
-mod common;
+use crate::chart_support;
+use crate::common;
 
 use std::io::Write;
 use std::process::Stdio;

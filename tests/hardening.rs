@@ -5,7 +5,7 @@
 
 #[path = "hardening/admission.rs"]
 mod admission;
-mod common;
+use crate::common;
 #[path = "hardening/drift.rs"]
 mod drift;
 #[path = "hardening/leaders.rs"]

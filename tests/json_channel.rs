@@ -8,7 +8,7 @@
 //! the default policy refuses, a server on the node's own address (its InternalIP) one it
 //! allows.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! (`--max-versions-per-channel`) and the length of what its failures say (every list in a
 //! message or Event names at most 10 items, then "and N more").
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! counted by the API server itself (`apiserver_request_total`). In a test binary of its
 //! own, so that no other test's operator writes versions meanwhile.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! with the registry API. The operator runs on the host with loopback allowed for
 //! 127.0.0.1 only, and plain HTTP allowed.
 
-mod common;
+use crate::common;
 #[path = "oci_channel/layers.rs"]
 mod layers;
 #[path = "oci_channel/registries.rs"]

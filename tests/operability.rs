@@ -8,7 +8,7 @@
 //! the node: kubelet ties an image ID pulled with credentials to them, and a private copy
 //! with the ID of an imported image would make that image unusable for the other tests.
 
-mod common;
+use crate::common;
 #[path = "operability/conditions.rs"]
 mod conditions;
 #[path = "operability/metrics.rs"]

@@ -2,7 +2,7 @@
 //! real syncer pods (the local runner image as the channel image, the operator image as
 //! the display container), real versions. See tests/common for the harness.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -353,20 +353,22 @@ async fn an_unpullable_image_or_a_hanging_runner_fails_at_the_timeout() {
     unpullable["options"]["image"] = json!("registry.invalid/nothing:1");
     unpullable["options"]["timeout"] = json!("8s");
     t.create_channel("unpullable", unpullable).await;
+    // (the hanging runner's timeout leaves its pod time to start on a loaded node: the
+    // message must find the runner running)
     let mut hanging = custom_spec("sleep 3600");
-    hanging["options"]["timeout"] = json!("8s");
+    hanging["options"]["timeout"] = json!("25s");
     t.create_channel("hanging", hanging).await;
 
-    for (name, stuck) in [
-        ("unpullable", "runner: "),
-        ("hanging", "runner: still running"),
+    for (name, timeout, stuck) in [
+        ("unpullable", "8s", "runner: "),
+        ("hanging", "25s", "runner: still running"),
     ] {
         let ch = t
-            .wait_ready(name, "FailedToSync", Duration::from_secs(60))
+            .wait_ready(name, "FailedToSync", Duration::from_secs(90))
             .await;
         let message = ready_message(&ch);
         assert!(
-            message.starts_with("timed out after 8s"),
+            message.starts_with(&format!("timed out after {timeout}")),
             "{name}: {message}"
         );
         assert!(message.contains(stuck), "{name}: {message}");

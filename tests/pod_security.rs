@@ -2,7 +2,7 @@
 //! requires limits, scheduling options, a channel image in a private registry, and a runner
 //! file `display` cannot read.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

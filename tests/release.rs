@@ -8,7 +8,7 @@
 //! release converts that archive and builds nothing) and the local cluster's test registry
 //! (`eval "$(scripts/cluster env)"`).
 
-mod chart_support;
+use crate::chart_support;
 
 use std::collections::BTreeMap;
 use std::io::Read;

@@ -3,7 +3,7 @@
 //! Secret without their output reaching the channel's status or Events, and version
 //! writes paced per namespace.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

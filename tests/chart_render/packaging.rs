@@ -22,7 +22,7 @@ fn chart_crds_are_the_crds_directory() {
         }
         assert!(
             std::fs::read(&path).ok().as_ref() == Some(&want),
-            "{} differs from crds/{name}; run `UPDATE_CRDS=1 cargo test --test crds --test chart_render`",
+            "{} differs from crds/{name}; run `UPDATE_CRDS=1 cargo test --test integration crds:: && UPDATE_CRDS=1 cargo test --test integration chart_render::`",
             path.display()
         );
     }
