@@ -351,16 +351,16 @@ async fn an_unpullable_image_or_a_hanging_runner_fails_at_the_timeout() {
     let t = TestNs::started("timeouts", &[]).await;
     let mut unpullable = custom_spec("true");
     unpullable["options"]["image"] = json!("registry.invalid/nothing:1");
-    unpullable["options"]["timeout"] = json!("8s");
+    unpullable["options"]["timeout"] = json!("25s");
     t.create_channel("unpullable", unpullable).await;
-    // (the hanging runner's timeout leaves its pod time to start on a loaded node: the
-    // message must find the runner running)
+    // (the timeouts leave the pods time to be scheduled on a loaded node: the messages must
+    // find the pull refused and the runner running, not a pod still Pending)
     let mut hanging = custom_spec("sleep 3600");
     hanging["options"]["timeout"] = json!("25s");
     t.create_channel("hanging", hanging).await;
 
     for (name, timeout, stuck) in [
-        ("unpullable", "8s", "runner: "),
+        ("unpullable", "25s", "runner: "),
         ("hanging", "25s", "runner: still running"),
     ] {
         let ch = t

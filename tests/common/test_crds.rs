@@ -45,6 +45,11 @@ impl TestCrds {
             // and group change below.
             let annotation = hash(&crd.spec);
             crd.spec.group = self.group.clone();
+            // No short names or categories: kubectl would resolve `mosvc` (and `kubectl get
+            // all`-style categories) to these while they exist, in every other test's
+            // commands (the chart test's README commands did, beside a cli check test).
+            crd.spec.names.short_names = None;
+            crd.spec.names.categories = None;
             let name = format!("{}.{}", crd.spec.names.plural, self.group);
             crd.metadata.name = Some(name.clone());
             let annotations = crd
@@ -75,8 +80,16 @@ impl Drop for TestCrds {
         if self.names.is_empty() {
             return;
         }
+        // Gone before the test ends: a CRD of our kinds' names left terminating (or kept in
+        // etcd by a cluster stopped meanwhile) makes kubectl resolve those names to it.
         let _ = Command::new("kubectl")
-            .args(["delete", "crd", "--ignore-not-found", "--wait=false"])
+            .args([
+                "delete",
+                "crd",
+                "--ignore-not-found",
+                "--wait=true",
+                "--timeout=60s",
+            ])
             .args(&self.names)
             .status();
     }
