@@ -305,7 +305,7 @@ pub(crate) fn webhook_is_served(rel: &Release, watched: &str) -> String {
     let channel = || {
         kubectl_json(&[
             "get",
-            "managedosversionchannel",
+            "managedosversionchannels.rancheros.cattle.io",
             "testchannel",
             "-n",
             watched,

@@ -610,38 +610,55 @@ pub fn attempt_time(ch: &ManagedOSVersionChannel) -> String {
 
 pub const MINUTE: Duration = Duration::from_secs(60);
 
-const WRITE_VERBS: [&str; 6] = [
-    "POST",
-    "PUT",
-    "PATCH",
-    "APPLY",
-    "DELETE",
-    "DELETECOLLECTION",
-];
+/// Write requests on ManagedOSVersions in namespace `ns` the API server has served so far,
+/// by verb, as its audit log records them (dry runs included; the cluster's audit policy
+/// logs those requests and nothing else). Read until two reads a moment apart agree: the
+/// server logs a request once it has answered it.
+pub async fn version_writes(ns: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut last = audited_version_writes(ns);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = audited_version_writes(ns);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
 
-/// Write requests on managedosversions the API server has served so far, by verb, counted
-/// by the API server itself (`apiserver_request_total`; dry runs included).
-pub async fn version_writes(client: &Client) -> std::collections::BTreeMap<String, u64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client
-        .request_text(request)
-        .await
-        .expect("reading the API server's /metrics");
+fn audited_version_writes(ns: &str) -> std::collections::BTreeMap<String, u64> {
+    let log = std::path::PathBuf::from(
+        std::env::var("RANCHEROS_TEST_AUDIT_LOG")
+            .expect("RANCHEROS_TEST_AUDIT_LOG (set by `scripts/cluster env`)"),
+    );
+    let dir = log.parent().expect("the audit log's directory");
+    let stem = log.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let needle = format!("\"namespace\":\"{ns}\"");
     let mut writes = std::collections::BTreeMap::new();
-    for line in text.lines() {
-        if !line.starts_with("apiserver_request_total{")
-            || !line.contains("resource=\"managedosversions\"")
-        {
+    // The current file and the rotated ones (`versions-<time>.log`).
+    for entry in std::fs::read_dir(dir).expect("reading the audit log's directory") {
+        let path = entry.expect("an audit log entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !name.starts_with(stem) {
             continue;
         }
-        let Some(verb) = WRITE_VERBS
-            .iter()
-            .find(|v| line.contains(&format!("verb=\"{v}\"")))
-        else {
-            continue;
-        };
-        let count = line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64;
-        *writes.entry(verb.to_string()).or_default() += count;
+        let text = std::fs::read_to_string(&path).expect("reading the audit log");
+        for line in text.lines().filter(|l| l.contains(&needle)) {
+            let Ok(event) = serde_json::from_str::<Value>(line) else {
+                continue; // a line the server is still writing
+            };
+            let object = &event["objectRef"];
+            if event["stage"] == "ResponseComplete"
+                && object["resource"] == "managedosversions"
+                && object["namespace"] == ns
+            {
+                let verb = event["verb"].as_str().unwrap_or_default().to_string();
+                *writes.entry(verb).or_default() += 1;
+            }
+        }
     }
     writes
 }

@@ -37,6 +37,8 @@ start_apiserver() {
 		--service-cluster-ip-range="$SERVICE_CIDR" \
 		--authorization-mode=Node,RBAC --allow-privileged=true \
 		--enable-admission-plugins=NodeRestriction \
+		--audit-policy-file="$CONF_DIR/audit-policy.yaml" --audit-log-path="$AUDIT_LOG" \
+		--audit-log-format=json --audit-log-maxsize=100 --audit-log-maxbackup=3 \
 		$(apiserver_version_flags) \
 		--profiling=false --v=1
 	wait_for kube-apiserver 60 apiserver_ready

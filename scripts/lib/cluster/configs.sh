@@ -73,6 +73,8 @@ write_configs() {
 	render kubelet.yaml POD_GW="$(pod_gw)" >"$CONF_DIR/kubelet.yaml"
 	render kube-proxy.yaml NODE_NAME="$nname" >"$CONF_DIR/kube-proxy.yaml"
 	render dnsmasq.conf POD_GW="$(pod_gw)" >"$CONF_DIR/dnsmasq.conf"
+	render audit-policy.yaml >"$CONF_DIR/audit-policy.yaml"
+	mkdir -p "$(dirname "$AUDIT_LOG")"
 }
 
 # API server flags that depend on the release: MutatingAdmissionPolicy (CEL mutations) is GA

@@ -8,6 +8,7 @@ COMPONENTS="dnsmasq etcd kube-apiserver svc-dns kube-controller-manager kube-sch
 declare -A COMPONENT_BINARY=([registry-tls]=docker-registry [registry-token]=docker-registry)
 CERT_DIR="$STATE_DIR/pki"
 CONF_DIR="$STATE_DIR/conf"
+AUDIT_LOG="$STATE_DIR/audit/versions.log"
 CONTAINERD_ROOT="$STATE_DIR/containerd/root"
 CONTAINERD_STATE="$STATE_DIR/containerd/state"
 CONTAINERD_SOCK="$STATE_DIR/containerd/containerd.sock"
