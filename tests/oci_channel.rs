@@ -248,6 +248,16 @@ async fn pull_secret_for(t: &TestNs, name: &str, registry: &str, user: &str, pas
         .await;
 }
 
+/// Once the test's images are pushed: the `pull` Secret with the registry's credentials
+/// (every `oci()` spec names it), this tree's CRDs again (building and pushing took a
+/// while: another tree's tests may have installed theirs meanwhile, the cluster is shared)
+/// and the operator.
+async fn start_pulling(t: &mut TestNs, flags: &[&str]) {
+    pull_secret(t, "pull", &creds().0, &creds().1).await;
+    install_crds(&t.client).await;
+    t.start_operator(flags);
+}
+
 fn oci(image: &str, extra: Value) -> Value {
     let mut options =
         json!({"image": image, "insecure": true, "imagePullSecrets": [{"name": "pull"}]});
@@ -290,11 +300,7 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
     let repo = format!("{}/elemental-channel", t.ns);
     let data = elemental(&["sl-micro-6-0-a", "sl-micro-6-0-b"]);
     let digest = push_channel(&repo, "v1", &data);
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
-    // Building and pushing took a while: this tree's CRDs again, should another tree's
-    // tests have installed theirs meanwhile (the cluster is shared).
-    install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     let image = format!("{}/{repo}:v1", registry());
     let ch = t
         .create_synced("elemental", oci(&image, json!({})), SYNC)
@@ -397,11 +403,7 @@ async fn indexes_and_zstd_layers_are_read() {
     };
     let desc = z.image(&[zstd(&rootfs()), zstd(&top)], "amd64");
     z.push(desc, &format!("{ns}/zstd"), "v1");
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
-    // Building and pushing took a while: this tree's CRDs again, should another tree's
-    // tests have installed theirs meanwhile (the cluster is shared).
-    install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     let r = registry();
     t.create_channel(
         "arm",
@@ -443,11 +445,7 @@ async fn artifacts_pushed_with_oras_are_the_channel_data() {
         let digest = push_artifact(&format!("{ns}/{name}"), "v1", &data, media_type);
         pushed.push((name, data, digest));
     }
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
-    // Building and pushing took a while: this tree's CRDs again, should another tree's
-    // tests have installed theirs meanwhile (the cluster is shared).
-    install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     for (name, _, _) in &pushed {
         let image = format!("{}/{ns}/{name}:v1", registry());
         t.create_channel(name, oci(&image, json!({}))).await;
@@ -491,12 +489,8 @@ async fn registry_failures_are_named_and_change_nothing() {
         "amd64",
     );
     w.push(whiteout.clone(), &format!("{ns}/whiteout"), "v1");
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
     pull_secret(&t, "wrong", &creds().0, "not-the-password").await;
-    // Building and pushing took a while: this tree's CRDs again, should another tree's
-    // tests have installed theirs meanwhile (the cluster is shared).
-    install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     let cases = [
         (
             "wrong-creds",
@@ -592,9 +586,7 @@ async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key
         .join("tests/corpus/valid-elemental-sl-micro-61-baremetal.json");
     let published: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let digest = push_channel(&format!("{ns}/sl-micro-61-baremetal"), "2.1.1", &published);
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
-    install_crds(&t.client).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     let image = format!("{}/{ns}/sl-micro-61-baremetal:2.1.1", registry());
     let ch = t
         .create_synced("sl-micro", oci(&image, json!({})), SYNC)

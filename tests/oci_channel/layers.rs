@@ -2,41 +2,54 @@
 
 use super::*;
 
-/// A layer of `mib` MiB of zeros (gzip'd, written as it is made: the test holds none of it).
-fn zeros_layer(l: &Layout, mib: u64) -> Layer {
-    struct Hashing<W>(W, ring::digest::Context);
-    impl<W: Write> Write for Hashing<W> {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            let n = self.0.write(b)?;
-            self.1.update(&b[..n]);
-            Ok(n)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            self.0.flush()
-        }
+/// A writer that hashes (SHA-256) and counts what passes through it.
+struct Hashing<W>(W, ring::digest::Context, u64);
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.0.write(b)?;
+        self.1.update(&b[..n]);
+        self.2 += n as u64;
+        Ok(n)
     }
-    let path = l.dir.join("zeros.gz");
-    let gz = flate2::write::GzEncoder::new(
-        std::fs::File::create(&path).unwrap(),
-        flate2::Compression::fast(),
-    );
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// A tar of one file, `name`, of `mib` MiB of zeros, written to `out` as it is made; returns
+/// `out`, the hex digest of what was written and its size.
+fn zeros_tar<W: Write>(out: W, name: &str, mib: u64) -> (W, String, u64) {
     let mut tar = tar::Builder::new(Hashing(
-        gz,
+        out,
         ring::digest::Context::new(&ring::digest::SHA256),
+        0,
     ));
     let mut h = tar::Header::new_gnu();
     h.set_size(mib << 20);
     h.set_mode(0o644);
-    tar.append_data(&mut h, "var/zeros", std::io::repeat(0).take(mib << 20))
+    tar.append_data(&mut h, name, std::io::repeat(0).take(mib << 20))
         .unwrap();
-    let Hashing(gz, hash) = tar.into_inner().unwrap();
-    gz.finish().unwrap();
-    let hex: String = hash
+    let Hashing(out, hash, size) = tar.into_inner().unwrap();
+    let hex = hash
         .finish()
         .as_ref()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
+    (out, hex, size)
+}
+
+/// A layer of `mib` MiB of zeros (gzip'd, written as it is made: the test holds none of it).
+fn zeros_layer(l: &Layout, mib: u64) -> Layer {
+    let path = l.dir.join("zeros.gz");
+    let gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    // The digest a layer's diff_id names is the uncompressed tar's.
+    let (gz, hex, _) = zeros_tar(gz, "var/zeros", mib);
+    gz.finish().unwrap();
     let blob = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     Layer(GZIP, Blob::Bytes(blob), format!("sha256:{hex}"))
@@ -45,45 +58,13 @@ fn zeros_layer(l: &Layout, mib: u64) -> Layer {
 /// An uncompressed tar layer of `mib` MiB of zeros, written straight into the layout: what
 /// crosses the network is the whole size (nothing held in the test's memory).
 fn plain_zeros_layer(l: &Layout, mib: u64) -> Layer {
-    struct Hashing<W>(W, ring::digest::Context, usize);
-    impl<W: Write> Write for Hashing<W> {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            let n = self.0.write(b)?;
-            self.1.update(&b[..n]);
-            self.2 += n;
-            Ok(n)
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            self.0.flush()
-        }
-    }
     let path = l.dir.join("zeros.tar");
     let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    let mut tar = tar::Builder::new(Hashing(
-        file,
-        ring::digest::Context::new(&ring::digest::SHA256),
-        0,
-    ));
-    let mut h = tar::Header::new_gnu();
-    h.set_size(mib << 20);
-    h.set_mode(0o644);
-    tar.append_data(
-        &mut h,
-        "var/plain-zeros",
-        std::io::repeat(0).take(mib << 20),
-    )
-    .unwrap();
-    let Hashing(mut file, hash, size) = tar.into_inner().unwrap();
+    let (mut file, hex, size) = zeros_tar(file, "var/plain-zeros", mib);
     file.flush().unwrap();
-    let hex: String = hash
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     std::fs::rename(&path, l.dir.join("blobs/sha256").join(&hex)).unwrap();
     let digest = format!("sha256:{hex}");
-    Layer(PLAIN, Blob::Written(digest.clone(), size), digest)
+    Layer(PLAIN, Blob::Written(digest.clone(), size as usize), digest)
 }
 
 use std::io::Read as _;
@@ -111,13 +92,9 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     l.push(desc, &format!("{ns}/big"), "v1");
     // The layout's 1.2 GiB are in the registry now.
     let _ = std::fs::remove_dir_all(&l.dir);
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
-    // Building and pushing took a while: this tree's CRDs again, should another tree's
-    // tests have installed theirs meanwhile (the cluster is shared).
-    install_crds(&t.client).await;
     let mut flags = FLAGS.to_vec();
     flags.push("--max-layer-bytes=2Gi");
-    t.start_operator(&flags);
+    start_pulling(&mut t, &flags).await;
     let image = format!("{}/{ns}/big:v1", registry());
     t.create_channel("big", oci(&image, json!({"timeout": "10m"})))
         .await;

@@ -100,9 +100,8 @@ async fn a_verified_channel_uses_only_images_its_key_signed() {
     let stranger = Signer::new("stranger");
     let first = push_channel(&repo, "v1", &elemental(&["os-a", "os-b"]));
     publisher.sign(&repo, &first);
-    pull_secret(&t, "pull", &creds().0, &creds().1).await;
     key_secret(&t, "channel-key", &publisher.public_key()).await;
-    t.start_operator(&FLAGS);
+    start_pulling(&mut t, &FLAGS).await;
     let image = format!("{}/{repo}:v1", registry());
     let mut spec = oci(&image, json!({}));
     spec["verify"] = json!({"provider": "cosign", "secretRef": {"name": "channel-key"}});
