@@ -18,6 +18,18 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
     let recorder = Recorder::start(&t, "ch").await;
     t.request_sync("ch", "routine").await;
     t.wait_next_attempt("ch", &synced, SYNC).await;
+    // The recorder's watch may be a moment behind the read that saw the outcome: the sync
+    // seen, then a state after it.
+    t.eventually(
+        "the recorder to see the sync and its end",
+        Duration::from_secs(15),
+        || async {
+            let states = recorder.states();
+            let began = states.iter().position(|s| s.reconciling())?;
+            states[began..].iter().any(|s| !s.reconciling()).then_some(())
+        },
+    )
+    .await;
     let states = recorder.stop();
     let all = history(&states);
     assert!(
