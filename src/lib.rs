@@ -41,6 +41,7 @@ pub mod fetch;
 pub mod http_server;
 pub mod leader;
 pub mod metrics;
+pub mod mirror;
 pub mod operator;
 pub mod pace;
 pub mod probe;

@@ -101,6 +101,12 @@ enum Command {
     ///
     /// One line per check; exit code 0 when all pass, 1 when any fails.
     Check(cli::check::CheckArgs),
+    /// Copy a channel and every image it lists into a registry or an OCI layout directory
+    /// (for an air-gapped site), then publish the channel rewritten to them.
+    ///
+    /// Exit code 0 when done (or, with --check, complete), 1 on a failure (one line each;
+    /// the channel is then not published), 2 on a usage error or, with --check, drift.
+    Mirror(rancheros_operator::mirror::MirrorArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     ///
     /// bash: `source <(rancheros-operator completion bash)`; zsh: write it as `_rancheros-operator`
@@ -255,6 +261,17 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                     failed.join(", ")
                 );
                 return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Mirror(args) => {
+            let rt = runtime()?;
+            match rt.block_on(rancheros_operator::mirror::run(args)) {
+                Ok(0) => {}
+                Ok(code) => return Ok(ExitCode::from(code)),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(1));
+                }
             }
         }
         Command::Completion { shell } => {

@@ -8,6 +8,8 @@
 use crate::common;
 #[path = "oci_channel/layers.rs"]
 mod layers;
+#[path = "oci_channel/mirror.rs"]
+mod mirror;
 #[path = "oci_channel/registries.rs"]
 mod registries;
 #[path = "oci_channel/signatures.rs"]

@@ -16,6 +16,7 @@
 
 mod checker;
 mod depth;
+pub mod images;
 mod locate;
 mod names;
 mod read;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use crate::config::Platform;
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
 

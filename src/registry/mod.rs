@@ -20,12 +20,14 @@ mod get;
 pub mod layers;
 pub mod manifest;
 mod pull;
+pub mod push;
 pub mod secrets;
 mod session;
 mod signature;
 
 pub use auth::Credentials;
 pub use pull::pull;
+pub use session::Session;
 
 use crate::egress::Policy;
 
@@ -47,6 +49,28 @@ impl Client {
             policy,
             max_layer_bytes,
         })
+    }
+
+    /// A session with one repository (`image`'s), for `mirror`: `actions` `pull` or
+    /// `pull,push`.
+    pub fn session<'a>(
+        &'a self,
+        image: &'a crate::config::ImageRef,
+        insecure: bool,
+        credentials: Option<&'a Credentials>,
+        timeout: std::time::Duration,
+        actions: &'static str,
+    ) -> Session<'a> {
+        let mut s = Session::new(
+            self.http.clone(),
+            &self.policy,
+            image,
+            insecure,
+            credentials,
+            timeout,
+        );
+        s.actions = actions;
+        s
     }
 
     /// The client for a registry whose certificate chains to `ca_pem` (or the system's

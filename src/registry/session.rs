@@ -33,7 +33,13 @@ pub struct Session<'a> {
     /// The registry is, or answered from, an address whose answers a failure may not show
     /// (`Policy::withholds`: a private range the allow list does not name).
     pub private: bool,
+    /// What a token is asked to grant when the registry's challenge names no scope:
+    /// `pull`, or `pull,push` for `mirror`'s destination.
+    pub actions: &'static str,
 }
+
+/// A request body that can be sent again (after a `401`): its `Content-Type` and bytes.
+pub type Body<'b> = (&'b str, bytes::Bytes);
 
 impl<'a> Session<'a> {
     pub fn new(
@@ -55,6 +61,7 @@ impl<'a> Session<'a> {
             authorization: credentials.map(Credentials::basic),
             requests: 0,
             private: false,
+            actions: "pull",
         }
     }
 
@@ -87,10 +94,27 @@ impl<'a> Session<'a> {
         url: &str,
         accept: Option<&str>,
     ) -> Result<reqwest::Response, PullError> {
+        self.send_body(method, url, accept, None).await
+    }
+
+    /// [`Session::send`] with a body.
+    pub async fn send_body(
+        &mut self,
+        method: Method,
+        url: &str,
+        accept: Option<&str>,
+        body: Option<Body<'_>>,
+    ) -> Result<reqwest::Response, PullError> {
         let mut answered = false;
         loop {
             let response = self
-                .raw(method.clone(), url, accept, self.authorization.clone())
+                .raw(
+                    method.clone(),
+                    url,
+                    accept,
+                    self.authorization.clone(),
+                    body.clone(),
+                )
                 .await?;
             if response.status() != StatusCode::UNAUTHORIZED {
                 return Ok(response);
@@ -132,12 +156,47 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// A `PUT` of a streamed body of `len` bytes (a blob), sent once with the authorization
+    /// earlier requests of this session won (a stream cannot be sent again), its answer due
+    /// within the session's timeout (it comes after the whole body).
+    pub async fn put_stream(
+        &mut self,
+        url: &str,
+        len: u64,
+        body: reqwest::Body,
+    ) -> Result<reqwest::Response, PullError> {
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            fetch::check_literal(self.policy, &parsed)
+                .map_err(|r| PullError::Transport(r.to_string()))?;
+        }
+        let mut request = self
+            .http
+            .put(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(reqwest::header::CONTENT_LENGTH, len)
+            .body(body);
+        if let Some(a) = &self.authorization {
+            request = request.header(AUTHORIZATION, a);
+        }
+        self.requests = self.requests.saturating_add(1);
+        match tokio::time::timeout(self.timeout, request.send()).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(PullError::Transport(describe(
+                &e,
+                &self.image.registry,
+                self.timeout,
+            ))),
+            Err(_) => Err(silent(&self.image.registry)),
+        }
+    }
+
     async fn raw(
         &mut self,
         method: Method,
         url: &str,
         accept: Option<&str>,
         authorization: Option<String>,
+        body: Option<Body<'_>>,
     ) -> Result<reqwest::Response, PullError> {
         // An IP literal is never resolved: the resolver cannot check it, this does.
         if let Ok(parsed) = reqwest::Url::parse(url) {
@@ -150,6 +209,11 @@ impl<'a> Session<'a> {
         }
         if let Some(a) = authorization {
             request = request.header(AUTHORIZATION, a);
+        }
+        if let Some((content_type, bytes)) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, content_type)
+                .body(bytes);
         }
         self.requests = self.requests.saturating_add(1);
         match tokio::time::timeout(crate::budget::IDLE, request.send()).await {
@@ -176,7 +240,8 @@ impl<'a> Session<'a> {
         service: Option<String>,
         scope: Option<String>,
     ) -> Result<String, PullError> {
-        let scope = scope.unwrap_or_else(|| format!("repository:{}:pull", self.image.repository));
+        let scope = scope
+            .unwrap_or_else(|| format!("repository:{}:{}", self.image.repository, self.actions));
         let mut url = reqwest::Url::parse(realm).map_err(|_| {
             PullError::Bad(format!(
                 "the registry's token realm of {} is not a URL",
@@ -192,7 +257,9 @@ impl<'a> Session<'a> {
             q.append_pair("scope", &scope);
         }
         let basic = self.credentials.map(Credentials::basic);
-        let response = self.raw(Method::GET, url.as_str(), None, basic).await?;
+        let response = self
+            .raw(Method::GET, url.as_str(), None, basic, None)
+            .await?;
         if matches!(
             response.status(),
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN

@@ -40,7 +40,21 @@ pub async fn check(image: &str, o: &ImageOptions) -> FileReport {
     }
 }
 
-async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String> {
+/// Pulls `image`'s channel data: a name for it (`repo@digest:path`) and the data.
+pub async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String> {
+    let configs = login_files()
+        .into_iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .collect();
+    pull_with(image, o, configs).await
+}
+
+/// [`pull`] with the credentials of these docker config files (first match used).
+pub async fn pull_with(
+    image: &str,
+    o: &ImageOptions,
+    configs: Vec<Vec<u8>>,
+) -> Result<(String, Vec<u8>), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let reference = ImageRef::parse(image)?;
     let platform = match &o.platform {
@@ -61,14 +75,11 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
         None => None,
     };
-    let credentials = login_files()
-        .into_iter()
-        .filter_map(|f| std::fs::read(f).ok())
-        .find_map(|c| {
-            registry::auth::lookup(&c, &reference.registry)
-                .ok()
-                .flatten()
-        });
+    let credentials = configs.iter().find_map(|c| {
+        registry::auth::lookup(&c, &reference.registry)
+            .ok()
+            .flatten()
+    });
     let options = OciOptions {
         image: reference,
         path,
@@ -113,7 +124,7 @@ async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String
 
 /// Where `docker login`, `podman login` and `skopeo login` keep credentials, first found
 /// first used.
-fn login_files() -> Vec<PathBuf> {
+pub fn login_files() -> Vec<PathBuf> {
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())

@@ -22,12 +22,12 @@ pub(crate) fn helm_tool(name: &str) -> PathBuf {
 
 /// A cosign key pair (no password) in a directory of its own, and a docker config for the
 /// test registry: what a publisher's CI has.
-struct Signer {
+pub(super) struct Signer {
     dir: PathBuf,
 }
 
 impl Signer {
-    fn new(name: &str) -> Signer {
+    pub(super) fn new(name: &str) -> Signer {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("cosign-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -44,7 +44,7 @@ impl Signer {
         signer
     }
 
-    fn cosign(&self, args: &[&str]) {
+    pub(super) fn cosign(&self, args: &[&str]) {
         let out = Command::new(helm_tool("cosign"))
             .args(args)
             .current_dir(&self.dir)
@@ -60,7 +60,7 @@ impl Signer {
     }
 
     /// Signs `repo@digest` in the test registry, with no transparency log (offline).
-    fn sign(&self, repo: &str, digest: &str) {
+    pub(super) fn sign(&self, repo: &str, digest: &str) {
         let image = format!("{}/{repo}@{digest}", registry());
         self.cosign(&[
             "sign",

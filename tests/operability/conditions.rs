@@ -26,7 +26,10 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
         || async {
             let states = recorder.states();
             let began = states.iter().position(|s| s.reconciling())?;
-            states[began..].iter().any(|s| !s.reconciling()).then_some(())
+            states[began..]
+                .iter()
+                .any(|s| !s.reconciling())
+                .then_some(())
         },
     )
     .await;

@@ -1,0 +1,329 @@
+//! `mirror`'s decisions, apart from its I/O: what SOURCE and DEST name, where each image
+//! goes, the channel artifact pushed at the end, and the channel printed for the site.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::config::ImageRef;
+
+/// The media type of the channel artifact's config (OCI's empty descriptor) and its bytes.
+pub const EMPTY_TYPE: &str = "application/vnd.oci.empty.v1+json";
+pub const EMPTY: &[u8] = b"{}";
+/// The artifact type (and layer media type) oci channels read as the data itself.
+pub const CHANNEL_TYPE: &str = "application/vnd.rancheros.channel.v1+json";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A channel image or artifact in a registry.
+    Oci(String),
+    /// A json channel's URL.
+    Url(String),
+    File(PathBuf),
+    /// A layout an earlier `mirror --to dir:PATH` wrote.
+    Dir(PathBuf),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// `host[:port]/path`: images go to `host/path/<their repository>`.
+    Registry(String),
+    Dir(PathBuf),
+}
+
+pub fn source(text: &str) -> Result<Source, String> {
+    if let Some(dir) = text.strip_prefix("dir:") {
+        return Ok(Source::Dir(PathBuf::from(dir)));
+    }
+    if text.starts_with("https://") || text.starts_with("http://") {
+        return Ok(Source::Url(text.to_string()));
+    }
+    if std::path::Path::new(text).is_file() {
+        return Ok(Source::File(PathBuf::from(text)));
+    }
+    ImageRef::parse(text)
+        .map(|_| Source::Oci(text.to_string()))
+        .map_err(|e| format!("SOURCE {text:?} is no file, URL or dir:PATH, nor an image: {e}"))
+}
+
+pub fn dest(text: &str) -> Result<Dest, String> {
+    if let Some(dir) = text.strip_prefix("dir:") {
+        if dir.is_empty() {
+            return Err("--to dir: needs a path (dir:PATH)".into());
+        }
+        return Ok(Dest::Dir(PathBuf::from(dir)));
+    }
+    let prefix = text.trim_end_matches('/');
+    // A prefix is a reference without tag or digest: `host/path` must parse with one.
+    let probe = format!("{prefix}/x:t");
+    let parsed = crate::reference::Reference::parse_explicit(&probe).map_err(|e| {
+        format!("--to {text:?} is not a registry prefix (host/path) or dir:PATH: {e}")
+    })?;
+    if !prefix.contains('/') && !prefix.contains('.') && !prefix.contains(':') {
+        return Err(format!(
+            "--to {text:?}: name the registry host (registry.site.lan/os), or dir:PATH"
+        ));
+    }
+    let _ = parsed;
+    Ok(Dest::Registry(prefix.to_string()))
+}
+
+/// An image as the channel data names it, resolved as a container runtime would (no tag:
+/// `latest`).
+pub fn image(reference: &str) -> Result<ImageRef, String> {
+    let r = crate::reference::Reference::parse(reference).map_err(|e| e.to_string())?;
+    let text = match (&r.digest, &r.tag) {
+        (Some(d), _) => format!("{}/{}@{d}", r.registry, r.repository),
+        (None, Some(t)) => format!("{}/{}:{t}", r.registry, r.repository),
+        (None, None) => format!("{}/{}:latest", r.registry, r.repository),
+    };
+    ImageRef::parse(&text)
+}
+
+/// Where an image of `repository` goes in a registry DEST.
+pub fn dest_repo(prefix: &str, repository: &str) -> String {
+    format!("{prefix}/{repository}")
+}
+
+/// The name of the channel in DEST (`path:tag`): an oci source keeps its repository path
+/// and tag; a file or URL is named by its last path part, tagged by its data (the same data,
+/// the same tag).
+pub fn channel_name(source: &Source, data: &[u8]) -> String {
+    let stem = |s: &str| {
+        let last = s.rsplit('/').next().unwrap_or(s);
+        let stem = last.split('.').next().unwrap_or(last);
+        let clean: String = stem
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let clean = clean.trim_matches(|c| c == '-' || c == '_').to_string();
+        if clean.is_empty() {
+            "channel".to_string()
+        } else {
+            clean
+        }
+    };
+    let tag = || {
+        let digest = crate::registry::sha256(data);
+        format!("data-{}", &digest["sha256:".len().."sha256:".len() + 12])
+    };
+    match source {
+        Source::Oci(r) => match ImageRef::parse(r) {
+            Ok(i) => match &i.reference {
+                crate::config::Reference::Tag(t) => format!("{}:{t}", i.repository),
+                crate::config::Reference::Digest(_) => format!("{}:{}", i.repository, tag()),
+            },
+            Err(_) => format!("channel:{}", tag()),
+        },
+        Source::Url(u) => format!(
+            "{}:{}",
+            stem(u.split(['?', '#']).next().unwrap_or(u)),
+            tag()
+        ),
+        Source::File(p) => format!("{}:{}", stem(&p.to_string_lossy()), tag()),
+        // (read from the layout's channel entry instead)
+        Source::Dir(_) => format!("channel:{}", tag()),
+    }
+}
+
+/// The channel artifact of `data`: its manifest's bytes (the layer and the config are
+/// `data` and [`EMPTY`]).
+pub fn artifact(data: &[u8]) -> Vec<u8> {
+    json!({
+        "schemaVersion": 2,
+        "mediaType": crate::registry::manifest::OCI_MANIFEST,
+        "artifactType": CHANNEL_TYPE,
+        "config": {"mediaType": EMPTY_TYPE, "digest": crate::registry::sha256(EMPTY), "size": EMPTY.len()},
+        "layers": [{"mediaType": CHANNEL_TYPE, "digest": crate::registry::sha256(data), "size": data.len(),
+            "annotations": {"org.opencontainers.image.title": "channel.json"}}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The digests a manifest names: child manifests (an index's) and blobs (an image's
+/// config and layers), each with its size.
+pub fn children(body: &[u8]) -> Result<(Vec<(String, u64)>, Vec<(String, u64)>), String> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|_| "a manifest is not JSON".to_string())?;
+    let descriptors = |key: &str| -> Result<Vec<(String, u64)>, String> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                let digest = d["digest"]
+                    .as_str()
+                    .ok_or("a descriptor without a digest")?;
+                if crate::registry::Algorithm::of(digest).is_none() {
+                    return Err(format!("a descriptor names the digest {digest:?}"));
+                }
+                Ok((digest.to_string(), d["size"].as_u64().unwrap_or(0)))
+            })
+            .collect()
+    };
+    let manifests = descriptors("manifests")?;
+    let mut blobs = Vec::new();
+    if v["config"].is_object() {
+        blobs.extend(descriptors_of(&v["config"])?);
+    }
+    blobs.extend(descriptors("layers")?);
+    Ok((manifests, blobs))
+}
+
+fn descriptors_of(d: &Value) -> Result<Option<(String, u64)>, String> {
+    let digest = d["digest"].as_str().ok_or("a config without a digest")?;
+    Ok(Some((digest.to_string(), d["size"].as_u64().unwrap_or(0))))
+}
+
+/// The cosign tags of a digest (`sha256-<hex>.sig`, `.att`, `.sbom`).
+pub fn cosign_tags(digest: &str) -> Vec<String> {
+    let flat = digest.replacen(':', "-", 1);
+    ["sig", "att", "sbom"]
+        .iter()
+        .map(|s| format!("{flat}.{s}"))
+        .collect()
+}
+
+/// The channel to apply at the site: `type: oci`, the mirrored artifact.
+pub fn channel_manifest(name: &str, image: &str, insecure: bool) -> Value {
+    let mut options = json!({"image": image});
+    if insecure {
+        options["insecure"] = json!(true);
+    }
+    json!({
+        "apiVersion": "rancheros.cattle.io/v1",
+        "kind": "ManagedOSVersionChannel",
+        "metadata": {"name": name},
+        "spec": {"type": "oci", "options": options},
+    })
+}
+
+/// A channel's Kubernetes name from its repository path: the last part, as a DNS label.
+pub fn object_name(path: &str) -> String {
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let mut name: String = last
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    name.truncate(63);
+    let name = name.trim_matches('-').to_string();
+    if name.is_empty() {
+        "channel".into()
+    } else {
+        name
+    }
+}
+
+/// Bytes for people (`1.5 MiB`).
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS.get(unit).copied().unwrap_or("B"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_and_destinations_are_told_apart() {
+        assert_eq!(source("dir:bundle").unwrap(), Source::Dir("bundle".into()));
+        assert_eq!(
+            source("https://example.com/c.json").unwrap(),
+            Source::Url("https://example.com/c.json".into())
+        );
+        assert_eq!(
+            source("registry.example/os/channel:v1").unwrap(),
+            Source::Oci("registry.example/os/channel:v1".into())
+        );
+        assert!(source("registry.example/os/channel").is_err(), "no tag");
+        assert_eq!(
+            dest("registry.site.lan/os/").unwrap(),
+            Dest::Registry("registry.site.lan/os".into())
+        );
+        assert_eq!(
+            dest("127.0.0.1:5000").unwrap(),
+            Dest::Registry("127.0.0.1:5000".into())
+        );
+        assert_eq!(dest("dir:/tmp/b").unwrap(), Dest::Dir("/tmp/b".into()));
+        assert!(dest("dir:").is_err());
+        assert!(dest("os").is_err(), "a bare word names no registry");
+        assert!(dest("Registry.Example/UPPER").is_err());
+    }
+
+    #[test]
+    fn images_resolve_as_a_runtime_reads_them() {
+        let i = image("busybox").unwrap();
+        assert_eq!(i.to_string(), "registry-1.docker.io/library/busybox:latest");
+        let i = image("registry.suse.com/suse/os:6.1").unwrap();
+        assert_eq!(i.repository, "suse/os");
+        assert_eq!(
+            dest_repo("site.lan/os", &i.repository),
+            "site.lan/os/suse/os"
+        );
+    }
+
+    #[test]
+    fn the_channel_keeps_its_path_and_tag_or_is_named_by_its_data() {
+        let oci = Source::Oci("r.example/rancher/channels/sl-micro:2.1".into());
+        assert_eq!(channel_name(&oci, b"[]"), "rancher/channels/sl-micro:2.1");
+        let file = Source::File("/tmp/SL Micro 6.1.json".into());
+        let a = channel_name(&file, b"[1]");
+        assert!(a.starts_with("sl-micro-6:data-"), "{a}");
+        assert_ne!(a, channel_name(&file, b"[2]"), "other data, another tag");
+        assert_eq!(a, channel_name(&file, b"[1]"));
+        let url = Source::Url("https://h.example/c/channel.json?x=1".into());
+        assert!(channel_name(&url, b"[]").starts_with("channel:data-"));
+        assert_eq!(object_name("rancher/channels/sl-micro"), "sl-micro");
+        assert_eq!(object_name("a/B_c.d"), "b-c-d");
+    }
+
+    #[test]
+    fn a_manifest_names_its_children_and_blobs() {
+        let index = br#"{"manifests":[{"digest":"sha256:aa","size":3}]}"#;
+        assert_eq!(
+            children(index).unwrap(),
+            (vec![("sha256:aa".into(), 3)], vec![])
+        );
+        let image = br#"{"config":{"digest":"sha256:c","size":1},"layers":[{"digest":"sha256:l","size":9}]}"#;
+        assert_eq!(
+            children(image).unwrap(),
+            (vec![], vec![("sha256:c".into(), 1), ("sha256:l".into(), 9)])
+        );
+        assert!(children(br#"{"layers":[{"digest":"md5:00"}]}"#).is_err());
+        assert!(children(b"<html>").is_err());
+    }
+
+    #[test]
+    fn the_artifact_is_what_oci_channels_read() {
+        let m: Value = serde_json::from_slice(&artifact(b"[]")).unwrap();
+        assert_eq!(m["artifactType"], CHANNEL_TYPE);
+        assert_eq!(m["layers"][0]["mediaType"], CHANNEL_TYPE);
+        assert_eq!(m["layers"][0]["digest"], crate::registry::sha256(b"[]"));
+        assert_eq!(m["config"]["digest"], crate::registry::sha256(EMPTY));
+        assert_eq!(
+            cosign_tags("sha256:ab"),
+            ["sha256-ab.sig", "sha256-ab.att", "sha256-ab.sbom"]
+        );
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(3 << 20), "3.0 MiB");
+    }
+}

@@ -1,0 +1,215 @@
+//! `mirror`, the two-step air gap on the test registry: a channel image listing a cosign
+//! signed multi-arch upgrade image (an index of two) and a single-arch one, mirrored into a
+//! directory (the connected side), from it into another prefix of the registry (the site),
+//! applied as printed and synced; then a second run that sends nothing, `--check`,
+//! `--dry-run`, and a corrupt blob in the directory.
+
+use super::signatures::Signer;
+use super::*;
+
+/// Runs `rancheros-operator mirror ARGS` with the test registry's credentials.
+fn mirror(t: &TestNs, args: &[&str]) -> std::process::Output {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-docker-{}", t.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (u, p) = creds();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+    std::fs::write(
+        dir.join("config.json"),
+        json!({"auths": {registry(): {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+        .arg("mirror")
+        .args(args)
+        .args(["--insecure-registry", &registry()])
+        .env("DOCKER_CONFIG", &dir)
+        .env("HOME", &dir)
+        .output()
+        .unwrap()
+}
+
+fn said(o: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `mirror ... -o json`'s document, the run having exited `code`.
+fn mirror_json(t: &TestNs, args: &[&str], code: i32) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let o = mirror(t, &all);
+    assert_eq!(o.status.code(), Some(code), "{}", said(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", said(&o)))
+}
+
+/// `skopeo inspect --raw` of a reference in the test registry.
+fn raw_manifest(reference: &str) -> Value {
+    let (u, p) = creds();
+    let out = run_ok(
+        Command::new("skopeo").args([
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            "--creds",
+            &format!("{u}:{p}"),
+            &format!("docker://{reference}"),
+        ]),
+        "skopeo inspect",
+    );
+    serde_json::from_slice(&out).unwrap()
+}
+
+#[tokio::test]
+async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync() {
+    let mut t = TestNs::new("mirror").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    // The upgrade images: one single-arch, one index of two architectures, signed.
+    let single = Layout::new(&format!("{ns}-single"));
+    let desc = single.image(&[gz_layer(&rootfs())], "amd64");
+    single.push(desc, &format!("{ns}/os-single"), "1.0");
+    let multi = Layout::new(&format!("{ns}-multi"));
+    let amd = multi.image(&[gz_layer(&rootfs())], "amd64");
+    let arm = multi.image(&[gz_layer(&tar_of(&[("etc/arch", b"arm64")]))], "arm64");
+    let index = multi.index(vec![amd.clone(), arm.clone()]);
+    multi.push(index.clone(), &format!("{ns}/os-multi"), "2.0");
+    let index_digest = index["digest"].as_str().unwrap().to_string();
+    let publisher = Signer::new(&format!("{ns}-publisher"));
+    publisher.sign(&format!("{ns}/os-multi"), &index_digest);
+
+    // The channel, as Elemental's look, plus an iso served by URL (not an image: left).
+    let mut data = elemental(&["single", "multi"]);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os-single:1.0"));
+    data[1]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os-multi:2.0"));
+    data.as_array_mut()
+        .unwrap()
+        .push(json!({"metadata": {"name": "iso"},
+        "spec": {"type": "iso", "metadata": {"uri": "https://download.example/os.iso"}}}));
+    push_channel(&format!("{ns}/channel"), "v1", &data);
+
+    // The connected side: into a directory.
+    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
+    let _ = std::fs::remove_dir_all(&bundle);
+    let to_dir = format!("dir:{}", bundle.display());
+    let source = format!("{r}/{ns}/channel:v1");
+    let first = mirror_json(&t, &[&source, "--to", &to_dir], 0);
+    assert_eq!(first["channel_state"], "copied", "{first:#}");
+    assert_eq!(first["images"].as_array().unwrap().len(), 2, "{first:#}");
+    assert!(first["blobs_sent"].as_u64().unwrap() >= 6, "{first:#}");
+
+    // The site: from the directory into another prefix; the channel to apply on stdout.
+    let site = format!("{r}/{ns}-site");
+    let o = mirror(&t, &[&to_dir, "--to", &site]);
+    assert!(o.status.success(), "{}", said(&o));
+    let printed: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&o.stdout))
+        .unwrap_or_else(|e| panic!("{e}: {}", said(&o)));
+    assert_eq!(printed["kind"], "ManagedOSVersionChannel", "{}", said(&o));
+    assert_eq!(printed["spec"]["type"], "oci");
+    let image = printed["spec"]["options"]["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(image, format!("{site}/{ns}/channel:v1"));
+
+    // The index whole, both children, and the signature, at the site.
+    let site_index = raw_manifest(&format!("{site}/{ns}/os-multi@{index_digest}"));
+    assert_eq!(site_index["manifests"].as_array().unwrap().len(), 2);
+    for child in [&amd, &arm] {
+        raw_manifest(&format!(
+            "{site}/{ns}/os-multi@{}",
+            child["digest"].as_str().unwrap()
+        ));
+    }
+    let pubkey = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cosign-{ns}-publisher-{}", std::process::id()))
+        .join("cosign.pub");
+    publisher.cosign(&[
+        "verify",
+        "--key",
+        &pubkey.display().to_string(),
+        "--insecure-ignore-tlog=true",
+        "--allow-http-registry",
+        &format!("{site}/{ns}/os-multi@{index_digest}"),
+    ]);
+
+    // Applied as printed (with the site's pull Secret): every version points at the site.
+    start_pulling(&mut t, &FLAGS).await;
+    let mut spec = printed["spec"].clone();
+    spec["options"]["imagePullSecrets"] = json!([{"name": "pull"}]);
+    let name = printed["metadata"]["name"].as_str().unwrap();
+    t.create_synced(name, spec, SYNC).await;
+    let mut images: Vec<String> = t
+        .versions()
+        .await
+        .iter()
+        .filter_map(|v| {
+            v.spec
+                .metadata
+                .as_ref()?
+                .get("upgradeImage")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    images.sort();
+    assert_eq!(images.len(), 2, "{images:?}");
+    assert!(
+        images[0].starts_with(&format!("{site}/{ns}/os-multi@{index_digest}")),
+        "{images:?}"
+    );
+    assert!(
+        images[1].starts_with(&format!("{site}/{ns}/os-single@sha256:")),
+        "{images:?}"
+    );
+
+    // Again: nothing sent, and said so; complete by --check.
+    let again = mirror(&t, &[&to_dir, "--to", &site]);
+    assert!(again.status.success(), "{}", said(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("nothing to copy"),
+        "{}",
+        said(&again)
+    );
+    let again = mirror_json(&t, &[&to_dir, "--to", &site], 0);
+    assert_eq!(again["blobs_sent"], 0, "{again:#}");
+    mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 0);
+
+    // A dry run to an empty prefix lists sizes and writes nothing: --check then finds drift.
+    let empty = format!("{r}/{ns}-empty");
+    let dry = mirror_json(&t, &[&to_dir, "--to", &empty, "--dry-run"], 0);
+    assert!(dry["bytes_sent"].as_u64().unwrap() > 0, "{dry:#}");
+    let drift = mirror_json(&t, &[&to_dir, "--to", &empty, "--check"], 2);
+    assert_eq!(drift["drift"].as_array().unwrap().len(), 3, "{drift:#}");
+
+    // A corrupt blob in the directory: refused, named, and nothing published.
+    let arm_manifest = raw_manifest(&format!(
+        "{site}/{ns}/os-multi@{}",
+        arm["digest"].as_str().unwrap()
+    ));
+    let layer = arm_manifest["layers"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let blob = bundle
+        .join("blobs/sha256")
+        .join(layer.strip_prefix("sha256:").unwrap());
+    let mut bytes = std::fs::read(&blob).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&blob, bytes).unwrap();
+    let bad = format!("{r}/{ns}-bad");
+    let o = mirror(&t, &[&to_dir, "--to", &bad]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&layer), "{}", said(&o));
+    assert!(
+        err.contains("the channel was not published"),
+        "{}",
+        said(&o)
+    );
+    mirror_json(&t, &[&to_dir, "--to", &bad, "--check"], 2);
+    t.cleanup().await;
+}
