@@ -1,0 +1,312 @@
+//! One image copied: its manifest tree walked from the top, blobs before the manifests
+//! that name them, and its cosign tags; then the channel artifact, last.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+
+use crate::config::{ImageRef, Reference};
+use crate::registry::{self, PullError};
+
+use super::Mode;
+use super::plan::{self, Dest};
+use super::store::{Loc, Store};
+
+#[derive(Default)]
+pub(super) struct Stats {
+    pub(super) blobs_sent: AtomicU64,
+    pub(super) bytes_sent: AtomicU64,
+    pub(super) blobs_present: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum State {
+    /// Sent now (or, in a dry run, would be).
+    Copied,
+    Present,
+    /// `--check`: DEST lacks it.
+    Missing,
+}
+
+impl State {
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            State::Copied => "copied",
+            State::Present => "present",
+            State::Missing => "missing",
+        }
+    }
+}
+
+pub(super) struct Copied {
+    /// The reference the rewritten channel names: DEST's, pinned by digest.
+    pub(super) dest: String,
+    pub(super) state: State,
+    pub(super) blobs: u64,
+    pub(super) bytes: u64,
+}
+
+impl Copied {
+    pub(super) fn detail(&self) -> String {
+        if self.blobs == 0 {
+            String::new()
+        } else {
+            format!(" ({} blobs, {})", self.blobs, plan::size(self.bytes))
+        }
+    }
+}
+
+/// Copies one image (its manifest tree, then its cosign tags); in a dry run or a check,
+/// only says what is missing.
+pub(super) async fn copy_image(
+    src: &Store<'_>,
+    dst: &Store<'_>,
+    dest: &Dest,
+    image: &ImageRef,
+    mode: Mode,
+    stats: &Stats,
+) -> Result<Copied, String> {
+    let from = Loc::of(image);
+    let to = match dest {
+        Dest::Registry(prefix) => {
+            let full = plan::dest_repo(prefix, &image.repository);
+            let (registry, repository) = full.split_once('/').unwrap_or((&full, ""));
+            Loc {
+                registry: registry.to_string(),
+                repository: repository.to_string(),
+            }
+        }
+        Dest::Dir(_) => from.clone(),
+    };
+    let fail = |e: PullError| e.to_string();
+    let (body, media_type) = src
+        .manifest(&from, image.reference())
+        .await
+        .map_err(fail)?
+        .ok_or_else(|| format!("SOURCE has no manifest {}", from.at(image.reference())))?;
+    let digest = registry::sha256(&body);
+    if let Reference::Digest(d) = &image.reference
+        && registry::matches(d, &body) != Some(true)
+    {
+        return Err(format!(
+            "the manifest {} is not what its digest names",
+            from.at(d)
+        ));
+    }
+    let mut copied = Copied {
+        dest: to.at(&digest),
+        state: State::Present,
+        blobs: 0,
+        bytes: 0,
+    };
+    let mut walk = Walk {
+        src,
+        dst,
+        from: &from,
+        to: &to,
+        mode,
+        stats,
+        copied: &mut copied,
+        depth: 0,
+    };
+    walk.tree(&digest, &body, &media_type, true).await?;
+    for tag in plan::cosign_tags(&digest) {
+        let Some(signature) = src.manifest_digest(&from, &tag).await.map_err(fail)? else {
+            continue;
+        };
+        let at_dest = dst.manifest_digest(&to, &tag).await.map_err(fail)?;
+        if at_dest.as_deref() == Some(signature.as_str()) && !signature.is_empty() {
+            continue;
+        }
+        let (body, media_type) = src
+            .manifest(&from, &tag)
+            .await
+            .map_err(fail)?
+            .ok_or_else(|| format!("SOURCE lost {} while it was read", from.at(&tag)))?;
+        let sig_digest = registry::sha256(&body);
+        let mut walk = Walk {
+            src,
+            dst,
+            from: &from,
+            to: &to,
+            mode,
+            stats,
+            copied: &mut copied,
+            depth: 0,
+        };
+        walk.tree(&sig_digest, &body, &media_type, false).await?;
+        match mode {
+            Mode::Copy => dst
+                .put_manifest(&to, &tag, &media_type, &body, true)
+                .await
+                .map_err(fail)?,
+            Mode::Check => copied.state = State::Missing,
+            Mode::DryRun => copied.state = State::Copied,
+        }
+    }
+    Ok(copied)
+}
+
+/// The most manifests deep a tree may go (an index of images: 2).
+pub(super) const MAX_DEPTH: usize = 4;
+
+pub(super) struct Walk<'w, 's> {
+    src: &'w Store<'s>,
+    dst: &'w Store<'s>,
+    from: &'w Loc,
+    to: &'w Loc,
+    mode: Mode,
+    stats: &'w Stats,
+    copied: &'w mut Copied,
+    depth: usize,
+}
+
+impl Walk<'_, '_> {
+    /// One manifest (already read) and what it names; stored last, so that a manifest in
+    /// DEST always has all it names there.
+    async fn tree(
+        &mut self,
+        digest: &str,
+        body: &[u8],
+        media_type: &str,
+        top: bool,
+    ) -> Result<(), String> {
+        let fail = |e: PullError| e.to_string();
+        if self
+            .dst
+            .manifest_digest(self.to, digest)
+            .await
+            .map_err(fail)?
+            .is_some()
+        {
+            return Ok(());
+        }
+        if self.mode == Mode::Check {
+            self.copied.state = State::Missing;
+            return Ok(());
+        }
+        self.copied.state = State::Copied;
+        if self.depth >= MAX_DEPTH {
+            return Err(format!(
+                "{} nests manifests deeper than {MAX_DEPTH}",
+                self.from.at(digest)
+            ));
+        }
+        let (manifests, blobs) =
+            plan::children(body).map_err(|e| format!("{}: {e}", self.from.at(digest)))?;
+        for (child, _) in manifests {
+            let (cbody, ctype) = self
+                .src
+                .manifest(self.from, &child)
+                .await
+                .map_err(fail)?
+                .ok_or_else(|| format!("SOURCE has no manifest {}", self.from.at(&child)))?;
+            if registry::matches(&child, &cbody) != Some(true) {
+                return Err(format!(
+                    "the manifest {} is not what its digest names",
+                    self.from.at(&child)
+                ));
+            }
+            self.depth += 1;
+            Box::pin(self.tree(&child, &cbody, &ctype, false)).await?;
+            self.depth -= 1;
+        }
+        for (blob, size) in blobs {
+            if self.dst.has_blob(self.to, &blob).await.map_err(fail)? {
+                self.stats.blobs_present.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if self.mode == Mode::Copy {
+                let data = self.src.blob(self.from, &blob).await.map_err(fail)?;
+                self.dst
+                    .put_blob(self.to, &blob, size, data)
+                    .await
+                    .map_err(|e| format!("blob {blob}: {e}"))?;
+            }
+            self.stats.blobs_sent.fetch_add(1, Ordering::Relaxed);
+            self.stats.bytes_sent.fetch_add(size, Ordering::Relaxed);
+            self.copied.blobs += 1;
+            self.copied.bytes += size;
+        }
+        if self.mode == Mode::Copy {
+            self.dst
+                .put_manifest(self.to, digest, media_type, body, top)
+                .await
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+}
+
+/// Pushes the rewritten channel as an artifact (blobs, then the manifest under its tag);
+/// its reference in DEST and whether it was there already.
+pub(super) async fn publish(
+    dst: &Store<'_>,
+    dest: &Dest,
+    name: &str,
+    data: &[u8],
+    mode: Mode,
+) -> Result<(String, State), String> {
+    let (path, tag) = name
+        .rsplit_once(':')
+        .ok_or("a channel name without a tag")?;
+    let loc = match dest {
+        Dest::Registry(prefix) => {
+            let full = plan::dest_repo(prefix, path);
+            let (registry, repository) = full.split_once('/').unwrap_or((&full, ""));
+            Loc {
+                registry: registry.into(),
+                repository: repository.into(),
+            }
+        }
+        // In a layout, the channel's entry is named `path:tag`.
+        Dest::Dir(_) => {
+            let (registry, repository) = path.split_once('/').unwrap_or(("", path));
+            Loc {
+                registry: registry.into(),
+                repository: repository.into(),
+            }
+        }
+    };
+    let manifest = plan::artifact(data);
+    let digest = registry::sha256(&manifest);
+    let shown = match dest {
+        Dest::Registry(_) => format!("{}:{tag}", loc.name()),
+        Dest::Dir(d) => format!("dir:{}:{name}", d.display()),
+    };
+    let fail = |e: PullError| e.to_string();
+    let current = match (dst, dest) {
+        (Store::Dir(l), _) => l.channel().await.filter(|(n, _)| n == name).map(|(_, d)| d),
+        _ => dst.manifest_digest(&loc, tag).await.map_err(fail)?,
+    };
+    if current.as_deref() == Some(digest.as_str()) {
+        return Ok((shown, State::Present));
+    }
+    match mode {
+        Mode::Check => return Ok((shown, State::Missing)),
+        Mode::DryRun => return Ok((shown, State::Copied)),
+        Mode::Copy => {}
+    }
+    for (blob, bytes) in [
+        (registry::sha256(plan::EMPTY), plan::EMPTY),
+        (registry::sha256(data), data),
+    ] {
+        if !dst.has_blob(&loc, &blob).await.map_err(fail)? {
+            let stream = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(bytes))]).boxed();
+            dst.put_blob(&loc, &blob, bytes.len() as u64, stream)
+                .await
+                .map_err(fail)?;
+        }
+    }
+    match dst {
+        Store::Dir(l) => l
+            .put_manifest(name, registry::manifest::OCI_MANIFEST, &manifest, true)
+            .await
+            .map_err(fail)?,
+        Store::Registry(_) => dst
+            .put_manifest(&loc, tag, registry::manifest::OCI_MANIFEST, &manifest, true)
+            .await
+            .map_err(fail)?,
+    }
+    Ok((shown, State::Copied))
+}

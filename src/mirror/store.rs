@@ -1,0 +1,230 @@
+//! The two sides of a mirror: registries (credentials from docker config files, plain
+//! HTTP where the user said so) and layout directories, behind one set of operations.
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use crate::config::{ImageRef, Reference};
+use crate::registry::{self, Credentials, PullError, push};
+
+use super::MirrorArgs;
+use super::layout::Layout;
+
+/// Where credentials and plain HTTP come from, for every registry a run speaks to.
+pub(super) struct Registries {
+    client: registry::Client,
+    insecure: Vec<String>,
+    pub(super) configs: Vec<Vec<u8>>,
+    timeout: std::time::Duration,
+}
+
+impl Registries {
+    pub(super) fn new(args: &MirrorArgs) -> Result<Self, String> {
+        let client =
+            registry::Client::new(crate::egress::Policy::new(Vec::new(), Vec::new()), u64::MAX)
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let mut configs = Vec::new();
+        if let Some(f) = &args.registry_config {
+            configs
+                .push(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?);
+        }
+        configs.extend(
+            crate::validate::image::login_files()
+                .into_iter()
+                .filter_map(|f| std::fs::read(f).ok()),
+        );
+        Ok(Registries {
+            client,
+            insecure: args.insecure.clone(),
+            configs,
+            timeout: args.timeout,
+        })
+    }
+
+    pub(super) fn is_insecure(&self, host: &str) -> bool {
+        self.insecure.iter().any(|h| h == host)
+    }
+
+    pub(super) fn credentials(&self, host: &str) -> Option<Credentials> {
+        self.configs
+            .iter()
+            .find_map(|c| registry::auth::lookup(c, host).ok().flatten())
+    }
+}
+
+/// One side of the copy.
+pub(super) enum Store<'a> {
+    Registry(&'a Registries),
+    Dir(&'a Layout),
+}
+
+/// A repository on a side: in a layout, its entries are named `registry/repository`.
+#[derive(Clone, Debug)]
+pub(super) struct Loc {
+    pub(super) registry: String,
+    pub(super) repository: String,
+}
+
+impl Loc {
+    pub(super) fn of(image: &ImageRef) -> Loc {
+        Loc {
+            registry: image.registry.clone(),
+            repository: image.repository.clone(),
+        }
+    }
+
+    pub(super) fn name(&self) -> String {
+        format!("{}/{}", self.registry, self.repository)
+    }
+
+    /// `name:tag` or `name@digest`.
+    pub(super) fn at(&self, reference: &str) -> String {
+        if reference.contains(':') {
+            format!("{}@{reference}", self.name())
+        } else {
+            format!("{}:{reference}", self.name())
+        }
+    }
+
+    pub(super) fn image(&self) -> ImageRef {
+        ImageRef {
+            registry: self.registry.clone(),
+            repository: self.repository.clone(),
+            reference: Reference::Tag("mirror".into()),
+        }
+    }
+}
+
+impl Store<'_> {
+    async fn with_session<T>(
+        r: &Registries,
+        loc: &Loc,
+        actions: &'static str,
+        f: impl AsyncFnOnce(&mut registry::Session<'_>) -> Result<T, PullError>,
+    ) -> Result<T, PullError> {
+        let image = loc.image();
+        let credentials = r.credentials(&loc.registry);
+        let mut session = r.client.session(
+            &image,
+            r.is_insecure(&loc.registry),
+            credentials.as_ref(),
+            r.timeout,
+            actions,
+        );
+        f(&mut session).await
+    }
+
+    /// A manifest by tag or digest, with the media type it is stored with.
+    pub(super) async fn manifest(
+        &self,
+        loc: &Loc,
+        reference: &str,
+    ) -> Result<Option<(Vec<u8>, String)>, PullError> {
+        let found = match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull", async |s| push::manifest(s, reference).await)
+                    .await?
+            }
+            Store::Dir(l) => match l.resolve(&loc.at(reference)).await {
+                Some(d) => l
+                    .manifest(&d, registry::manifest::MAX_MANIFEST_BYTES)
+                    .await?
+                    .map(|b| (b, None)),
+                None => None,
+            },
+        };
+        Ok(found.map(|(body, ct)| {
+            let mt = push::media_type(&body, ct.as_deref());
+            (body, mt)
+        }))
+    }
+
+    /// The digest `reference` names here, if there is one.
+    pub(super) async fn manifest_digest(
+        &self,
+        loc: &Loc,
+        reference: &str,
+    ) -> Result<Option<String>, PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull", async |s| {
+                    push::manifest_digest(s, reference).await
+                })
+                .await
+            }
+            Store::Dir(l) => Ok(l.resolve(&loc.at(reference)).await),
+        }
+    }
+
+    pub(super) async fn has_blob(&self, loc: &Loc, digest: &str) -> Result<bool, PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull", async |s| push::has_blob(s, digest).await).await
+            }
+            Store::Dir(l) => l.has_blob(digest),
+        }
+    }
+
+    pub(super) async fn blob(
+        &self,
+        loc: &Loc,
+        digest: &str,
+    ) -> Result<BoxStream<'static, Result<bytes::Bytes, PullError>>, PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull", async |s| push::blob(s, digest).await).await
+            }
+            Store::Dir(l) => l.blob(digest).await,
+        }
+    }
+
+    pub(super) async fn put_blob(
+        &self,
+        loc: &Loc,
+        digest: &str,
+        size: u64,
+        data: BoxStream<'static, Result<bytes::Bytes, PullError>>,
+    ) -> Result<(), PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull,push", async |s| {
+                    push::put_blob(s, digest, size, data).await
+                })
+                .await
+            }
+            Store::Dir(l) => l.put_blob(digest, data).await,
+        }
+    }
+
+    /// Stores a manifest under `reference`; in a layout, `named` adds an entry to
+    /// `index.json` (an index's children are only blobs there).
+    pub(super) async fn put_manifest(
+        &self,
+        loc: &Loc,
+        reference: &str,
+        media_type: &str,
+        body: &[u8],
+        named: bool,
+    ) -> Result<(), PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull,push", async |s| {
+                    push::put_manifest(s, reference, media_type, body).await
+                })
+                .await
+            }
+            Store::Dir(l) if named => {
+                l.put_manifest(&loc.at(reference), media_type, body, false)
+                    .await
+            }
+            Store::Dir(l) => {
+                let digest = registry::sha256(body);
+                if l.has_blob(&digest)? {
+                    return Ok(());
+                }
+                let data = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed();
+                l.put_blob(&digest, data).await
+            }
+        }
+    }
+}
