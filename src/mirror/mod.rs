@@ -64,6 +64,10 @@ pub struct MirrorArgs {
     /// `~/.docker/config.json`, and Podman's)
     #[arg(long, value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
+    /// A PEM file of roots that registries' certificates may chain to (beside the
+    /// system's)
+    #[arg(long, value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
     /// The most one request or blob may take
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = crate::duration::parse)]
     pub timeout: Duration,
@@ -347,7 +351,7 @@ async fn read_channel(
                 path: None,
                 platform: None,
                 insecure: registries.is_insecure(&parsed.registry),
-                ca_file: None,
+                ca_file: registries.ca_file.clone(),
                 key_file: None,
                 timeout,
                 max_output_bytes: MAX_DATA_BYTES,

@@ -15,14 +15,23 @@ pub(super) struct Registries {
     client: registry::Client,
     insecure: Vec<String>,
     pub(super) configs: Vec<Vec<u8>>,
+    pub(super) ca_file: Option<std::path::PathBuf>,
     timeout: std::time::Duration,
 }
 
 impl Registries {
     pub(super) fn new(args: &MirrorArgs) -> Result<Self, String> {
-        let client =
+        // No egress policy: it guards the operator's network, not the user's.
+        let mut client =
             registry::Client::new(crate::egress::Policy::new(Vec::new(), Vec::new()), u64::MAX)
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        if let Some(f) = &args.ca_file {
+            let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
+            client = client.with_roots(&pem).map_err(|e| {
+                e.to_string()
+                    .replace("caSecretRef: ca.crt", &format!("--ca-file {}", f.display()))
+            })?;
+        }
         let mut configs = Vec::new();
         if let Some(f) = &args.registry_config {
             configs
@@ -37,6 +46,7 @@ impl Registries {
             client,
             insecure: args.insecure.clone(),
             configs,
+            ca_file: args.ca_file.clone(),
             timeout: args.timeout,
         })
     }

@@ -73,6 +73,15 @@ impl Client {
         s
     }
 
+    /// This client with the roots of `ca_pem` added (`mirror --ca-file`).
+    pub fn with_roots(&self, ca_pem: &[u8]) -> Result<Client, PullError> {
+        Ok(Client {
+            http: self.with_ca(Some(ca_pem))?,
+            policy: self.policy.clone(),
+            max_layer_bytes: self.max_layer_bytes,
+        })
+    }
+
     /// The client for a registry whose certificate chains to `ca_pem` (or the system's
     /// roots).
     fn with_ca(&self, ca_pem: Option<&[u8]>) -> Result<reqwest::Client, PullError> {

@@ -7,25 +7,37 @@
 use super::signatures::Signer;
 use super::*;
 
-/// Runs `rancheros-operator mirror ARGS` with the test registry's credentials.
-fn mirror(t: &TestNs, args: &[&str]) -> std::process::Output {
+/// A docker config directory with the test registries' credentials (the plain HTTP one
+/// and the token one).
+fn docker_config(t: &TestNs) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-docker-{}", t.ns));
     std::fs::create_dir_all(&dir).unwrap();
     let (u, p) = creds();
-    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
+    let auth =
+        json!({"auth": base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))});
+    let token = super::registries::env_of("RANCHEROS_TEST_REGISTRY_TOKEN");
     std::fs::write(
         dir.join("config.json"),
-        json!({"auths": {registry(): {"auth": auth}}}).to_string(),
+        json!({"auths": {registry(): auth, token: auth}}).to_string(),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
-        .arg("mirror")
+    dir
+}
+
+/// `rancheros-operator mirror ARGS`, as a user with the test registries' credentials.
+fn mirror_command(t: &TestNs, args: &[&str]) -> Command {
+    let config = docker_config(t);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"));
+    c.arg("mirror")
         .args(args)
         .args(["--insecure-registry", &registry()])
-        .env("DOCKER_CONFIG", &dir)
-        .env("HOME", &dir)
-        .output()
-        .unwrap()
+        .env("DOCKER_CONFIG", &config)
+        .env("HOME", &config);
+    c
+}
+
+fn mirror(t: &TestNs, args: &[&str]) -> std::process::Output {
+    mirror_command(t, args).output().unwrap()
 }
 
 fn said(o: &std::process::Output) -> String {
@@ -211,5 +223,111 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         said(&o)
     );
     mirror_json(&t, &[&to_dir, "--to", &bad, "--check"], 2);
+    t.cleanup().await;
+}
+
+/// A layer of `mib` MiB that does not compress (a generator's bytes), gzip'd.
+fn noise_layer(mib: usize) -> Layer {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut bytes = Vec::with_capacity(mib << 20);
+    while bytes.len() < mib << 20 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    gz_layer(&tar_of(&[("var/noise", &bytes)]))
+}
+
+/// Killed (SIGKILL) while a big layer is being written into the directory, then run again:
+/// the second run finishes, sending only what had not arrived; then into a registry with
+/// token auth (TLS, the test CA), where pushes need the token flow's push grant.
+#[tokio::test]
+async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
+    let t = TestNs::new("mirror-resume").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    let l = Layout::new(&format!("{ns}-big"));
+    let desc = l.image(&[gz_layer(&rootfs()), noise_layer(64)], "amd64");
+    l.push(desc, &format!("{ns}/os-big"), "1.0");
+    let _ = std::fs::remove_dir_all(&l.dir);
+    let mut data = elemental(&["big"]);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os-big:1.0"));
+    push_channel(&format!("{ns}/channel"), "v1", &data);
+    let source = format!("{r}/{ns}/channel:v1");
+
+    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
+    let _ = std::fs::remove_dir_all(&bundle);
+    let to_dir = format!("dir:{}", bundle.display());
+    // The first run, killed while the big layer is being written.
+    let mut child = mirror_command(&t, &[&source, "--to", &to_dir])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let blobs = bundle.join("blobs/sha256");
+    // The big layer half written: a partial file of more than 1 MiB.
+    let partial = || {
+        std::fs::read_dir(&blobs).ok().is_some_and(|d| {
+            d.flatten().any(|e| {
+                e.file_name().to_string_lossy().contains(".partial-")
+                    && e.metadata().is_ok_and(|m| m.len() > 1 << 20)
+            })
+        })
+    };
+    let started = std::time::Instant::now();
+    while !partial() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no blob was being written within 60 s"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before it was killed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let arrived = std::fs::read_dir(&blobs)
+        .unwrap()
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().contains(".partial-"))
+        .count();
+    // The config and the small layer came before the big one.
+    assert!(arrived >= 1, "nothing had arrived before the kill");
+    let resumed = mirror_json(&t, &[&source, "--to", &to_dir], 0);
+    let total = 3; // the image: config, two layers
+    assert_eq!(
+        resumed["images"][0]["blobs"].as_u64().unwrap() as usize,
+        total - arrived.min(total - 1),
+        "re-sent what had arrived: {resumed:#}"
+    );
+    let again = mirror_json(&t, &[&source, "--to", &to_dir], 0);
+    assert_eq!(again["blobs_sent"], 0, "{again:#}");
+
+    // On to a registry with token auth: the user's own repositories only.
+    let token_reg = super::registries::env_of("RANCHEROS_TEST_REGISTRY_TOKEN");
+    let (u, _) = creds();
+    let ca = super::registries::ca_dir().join("ca.crt");
+    let ca = ca.display().to_string();
+    let site = format!("{token_reg}/{u}/{ns}");
+    let pushed = mirror_json(&t, &[&to_dir, "--to", &site, "--ca-file", &ca], 0);
+    assert_eq!(pushed["blobs_sent"], 3, "{pushed:#}");
+    assert_eq!(pushed["channel_state"], "copied", "{pushed:#}");
+    mirror_json(
+        &t,
+        &[&to_dir, "--to", &site, "--ca-file", &ca, "--check"],
+        0,
+    );
+    // Outside the user's repositories the token grants no push: named, nothing published.
+    let elsewhere = format!("{token_reg}/someone-else/{ns}");
+    let o = mirror(&t, &[&to_dir, "--to", &elsewhere, "--ca-file", &ca]);
+    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the channel was not published"),
+        "{}",
+        said(&o)
+    );
     t.cleanup().await;
 }

@@ -6,7 +6,7 @@ use super::*;
 // The TLS registries of `scripts/cluster` (certificates of a test CA of their own): one
 // with basic auth, one with the token flow (the distribution project's token server).
 
-fn env_of(name: &str) -> String {
+pub(super) fn env_of(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!(
             "{name} is not set: eval \"$(scripts/cluster env)\" (a cluster brought up before \
