@@ -207,9 +207,9 @@ impl Walk<'_, '_> {
                     self.from.at(&child)
                 ));
             }
-            self.depth += 1;
+            self.depth = self.depth.saturating_add(1);
             Box::pin(self.tree(&child, &cbody, &ctype, false)).await?;
-            self.depth -= 1;
+            self.depth = self.depth.saturating_sub(1);
         }
         for (blob, size) in blobs {
             if self.dst.has_blob(self.to, &blob).await.map_err(fail)? {
@@ -225,8 +225,8 @@ impl Walk<'_, '_> {
             }
             self.stats.blobs_sent.fetch_add(1, Ordering::Relaxed);
             self.stats.bytes_sent.fetch_add(size, Ordering::Relaxed);
-            self.copied.blobs += 1;
-            self.copied.bytes += size;
+            self.copied.blobs = self.copied.blobs.saturating_add(1);
+            self.copied.bytes = self.copied.bytes.saturating_add(size);
         }
         if self.mode == Mode::Copy {
             self.dst

@@ -55,6 +55,15 @@ impl Layout {
         })
     }
 
+    /// A layout with nothing in it, not written (what a dry run or a check compares with
+    /// when DEST does not exist yet).
+    pub fn empty(dir: &Path) -> Layout {
+        Layout {
+            dir: dir.to_path_buf(),
+            index: tokio::sync::Mutex::new(Vec::new()),
+        }
+    }
+
     fn blob_path(&self, digest: &str) -> Result<PathBuf, PullError> {
         let hex = digest
             .strip_prefix("sha256:")

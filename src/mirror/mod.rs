@@ -100,7 +100,11 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         _ => None,
     };
     let dst_layout = match &dest {
-        Dest::Dir(d) => Some(Layout::open(d, mode == Mode::Copy)?),
+        // (a dry run or a check of a layout not written yet: an empty one, left unwritten)
+        Dest::Dir(d) if mode != Mode::Copy && !d.join("index.json").exists() => {
+            Some(Layout::empty(d))
+        }
+        Dest::Dir(d) => Some(Layout::open(d, true)?),
         Dest::Registry(_) => None,
     };
     let src = match &src_layout {
@@ -234,7 +238,7 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
             "{}",
             serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
         ),
-        Output::Text => print_text(&summary, &dest, &args.to),
+        Output::Text => print_text(&summary, &dest),
     }
     Ok(if mode == Mode::Check && !drift.is_empty() {
         2
@@ -243,27 +247,34 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     })
 }
 
-fn print_text(s: &Summary, dest: &Dest, to: &str) {
-    let verb = match s.mode {
-        "dry-run" => "would send",
-        "check" => "checked:",
-        _ => "sent",
-    };
-    eprintln!("{:<8} {} ({})", s.channel_state, s.channel, "channel");
-    if s.mode == "check" {
-        eprintln!(
-            "{} images, {} missing or different",
+fn print_text(s: &Summary, dest: &Dest) {
+    eprintln!("{:<8} {} (the channel)", s.channel_state, s.channel);
+    let count = |state: &str| s.images.iter().filter(|i| i.state == state).count();
+    match s.mode {
+        "check" => eprintln!(
+            "{} images and the channel: {} missing or different in DEST",
             s.images.len(),
             s.drift.len()
-        );
-    } else {
-        eprintln!(
-            "{} images; {verb} {} blobs ({}), {} already in DEST",
+        ),
+        mode => eprintln!(
+            "{} images: {} {}, {} already in DEST; {} {} blobs ({}), {} blobs DEST had",
             s.images.len(),
+            count("copied"),
+            if mode == "dry-run" {
+                "to copy"
+            } else {
+                "copied"
+            },
+            count("present"),
+            if mode == "dry-run" {
+                "would send"
+            } else {
+                "sent"
+            },
             s.blobs_sent,
             plan::size(s.bytes_sent),
             s.blobs_present
-        );
+        ),
     }
     if s.mode == "copy" && s.blobs_sent == 0 && s.channel_state == "present" {
         eprintln!("nothing to copy: DEST has everything SOURCE names");
@@ -274,7 +285,7 @@ fn print_text(s: &Summary, dest: &Dest, to: &str) {
             print!("{}", serde_saphyr::to_string(channel).unwrap_or_default());
         }
         (Dest::Dir(d), _) if s.mode == "copy" => eprintln!(
-            "next, at the site: rancheros-operator mirror dir:{} --to REGISTRY/PREFIX (the layout {to})",
+            "next: carry {0} to the site and run there: rancheros-operator mirror dir:{0} --to REGISTRY/PREFIX",
             d.display()
         ),
         _ => {}

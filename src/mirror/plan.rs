@@ -112,7 +112,8 @@ pub fn channel_name(source: &Source, data: &[u8]) -> String {
     };
     let tag = || {
         let digest = crate::registry::sha256(data);
-        format!("data-{}", &digest["sha256:".len().."sha256:".len() + 12])
+        let hex = digest.strip_prefix("sha256:").unwrap_or(&digest);
+        format!("data-{}", hex.get(..12).unwrap_or(hex))
     };
     match source {
         Source::Oci(r) => match ImageRef::parse(r) {
@@ -148,12 +149,15 @@ pub fn artifact(data: &[u8]) -> Vec<u8> {
     .into_bytes()
 }
 
+/// Digests with their sizes.
+pub type Digests = Vec<(String, u64)>;
+
 /// The digests a manifest names: child manifests (an index's) and blobs (an image's
 /// config and layers), each with its size.
-pub fn children(body: &[u8]) -> Result<(Vec<(String, u64)>, Vec<(String, u64)>), String> {
+pub fn children(body: &[u8]) -> Result<(Digests, Digests), String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|_| "a manifest is not JSON".to_string())?;
-    let descriptors = |key: &str| -> Result<Vec<(String, u64)>, String> {
+    let descriptors = |key: &str| -> Result<Digests, String> {
         v[key]
             .as_array()
             .into_iter()
@@ -228,9 +232,9 @@ pub fn size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut value = bytes as f64;
     let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
+    while value >= 1024.0 && unit < UNITS.len().saturating_sub(1) {
         value /= 1024.0;
-        unit += 1;
+        unit = unit.saturating_add(1);
     }
     if unit == 0 {
         format!("{bytes} B")

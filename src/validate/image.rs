@@ -76,7 +76,7 @@ pub async fn pull_with(
         None => None,
     };
     let credentials = configs.iter().find_map(|c| {
-        registry::auth::lookup(&c, &reference.registry)
+        registry::auth::lookup(c, &reference.registry)
             .ok()
             .flatten()
     });
