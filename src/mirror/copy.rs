@@ -124,24 +124,14 @@ pub(super) async fn copy_image(
             .map_err(fail)?
             .ok_or_else(|| format!("SOURCE lost {} while it was read", from.at(&tag)))?;
         let sig_digest = registry::sha256(&body);
-        let mut walk = Walk {
-            src,
-            dst,
-            from: &from,
-            to: &to,
-            mode,
-            stats,
-            copied: &mut copied,
-            depth: 0,
-        };
         walk.tree(&sig_digest, &body, &media_type, false).await?;
         match mode {
             Mode::Copy => dst
                 .put_manifest(&to, &tag, &media_type, &body, true)
                 .await
                 .map_err(fail)?,
-            Mode::Check => copied.state = State::Missing,
-            Mode::DryRun => copied.state = State::Copied,
+            Mode::Check => walk.copied.state = State::Missing,
+            Mode::DryRun => walk.copied.state = State::Copied,
         }
     }
     Ok(copied)
