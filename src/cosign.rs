@@ -14,6 +14,8 @@ use base64::engine::general_purpose::STANDARD;
 use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
 use serde::Deserialize;
 
+pub mod sign;
+
 /// The layer annotation holding a payload's signature.
 const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 /// The media type of a simple-signing payload layer.

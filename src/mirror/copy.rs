@@ -17,6 +17,30 @@ pub(super) struct Stats {
     pub(super) blobs_sent: AtomicU64,
     pub(super) bytes_sent: AtomicU64,
     pub(super) blobs_present: AtomicU64,
+    pub(super) blobs_mounted: AtomicU64,
+    /// Where in DEST a blob is known to be, by registry and digest: a repository to mount
+    /// it from.
+    known: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
+}
+
+impl Stats {
+    fn seen(&self, loc: &Loc, digest: &str) {
+        if let Ok(mut known) = self.known.lock() {
+            known.insert(
+                (loc.registry.clone(), digest.to_string()),
+                loc.repository.clone(),
+            );
+        }
+    }
+
+    /// Another repository of `loc`'s registry known to hold `digest`.
+    fn elsewhere(&self, loc: &Loc, digest: &str) -> Option<String> {
+        let known = self.known.lock().ok()?;
+        known
+            .get(&(loc.registry.clone(), digest.to_string()))
+            .filter(|r| **r != loc.repository)
+            .cloned()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,14 +228,22 @@ impl Walk<'_, '_> {
         for (blob, size) in blobs {
             if self.dst.has_blob(self.to, &blob).await.map_err(fail)? {
                 self.stats.blobs_present.fetch_add(1, Ordering::Relaxed);
+                self.stats.seen(self.to, &blob);
                 continue;
             }
             if self.mode == Mode::Copy {
+                if let Some(from) = self.stats.elsewhere(self.to, &blob)
+                    && self.dst.mount_blob(self.to, &blob, &from).await
+                {
+                    self.stats.blobs_mounted.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let data = self.src.blob(self.from, &blob).await.map_err(fail)?;
                 self.dst
                     .put_blob(self.to, &blob, size, data)
                     .await
                     .map_err(|e| format!("blob {blob}: {e}"))?;
+                self.stats.seen(self.to, &blob);
             }
             self.stats.blobs_sent.fetch_add(1, Ordering::Relaxed);
             self.stats.bytes_sent.fetch_add(size, Ordering::Relaxed);
@@ -236,6 +268,7 @@ pub(super) async fn publish(
     name: &str,
     data: &[u8],
     mode: Mode,
+    sign: Option<&crate::cosign::sign::SigningKey>,
 ) -> Result<(String, State), String> {
     let (path, tag) = name
         .rsplit_once(':')
@@ -269,7 +302,18 @@ pub(super) async fn publish(
         (Store::Dir(l), _) => l.channel().await.filter(|(n, _)| n == name).map(|(_, d)| d),
         _ => dst.manifest_digest(&loc, tag).await.map_err(fail)?,
     };
-    if current.as_deref() == Some(digest.as_str()) {
+    // Signed: the signature goes in before the channel's tag moves (ECDSA signatures differ
+    // each time, so one found is kept).
+    let sig_tag = crate::cosign::signature_tag(&digest).map_err(|e| e.to_string())?;
+    let unsigned = match sign {
+        Some(_) => dst
+            .manifest_digest(&loc, &sig_tag)
+            .await
+            .map_err(fail)?
+            .is_none(),
+        None => false,
+    };
+    if current.as_deref() == Some(digest.as_str()) && !unsigned {
         return Ok((shown, State::Present));
     }
     match mode {
@@ -277,16 +321,33 @@ pub(super) async fn publish(
         Mode::DryRun => return Ok((shown, State::Copied)),
         Mode::Copy => {}
     }
-    for (blob, bytes) in [
-        (registry::sha256(plan::EMPTY), plan::EMPTY),
-        (registry::sha256(data), data),
-    ] {
-        if !dst.has_blob(&loc, &blob).await.map_err(fail)? {
-            let stream = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(bytes))]).boxed();
-            dst.put_blob(&loc, &blob, bytes.len() as u64, stream)
+    let put = async |blob: &[u8]| -> Result<(), String> {
+        let digest = registry::sha256(blob);
+        if !dst.has_blob(&loc, &digest).await.map_err(fail)? {
+            let stream = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(blob))]).boxed();
+            dst.put_blob(&loc, &digest, blob.len() as u64, stream)
                 .await
                 .map_err(fail)?;
         }
+        Ok(())
+    };
+    put(plan::EMPTY).await?;
+    put(data).await?;
+    if let Some(key) = sign
+        && unsigned
+    {
+        let signed = key.sign(&loc.name(), &digest)?;
+        put(&signed.config).await?;
+        put(&signed.payload).await?;
+        dst.put_manifest(
+            &loc,
+            &sig_tag,
+            registry::manifest::OCI_MANIFEST,
+            &signed.manifest,
+            true,
+        )
+        .await
+        .map_err(fail)?;
     }
     match dst {
         Store::Dir(l) => l

@@ -12,6 +12,7 @@
 mod copy;
 pub mod layout;
 pub mod plan;
+mod source;
 mod store;
 
 use std::collections::BTreeMap;
@@ -24,8 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::ImageRef;
-use crate::registry;
-use copy::{Copied, State, Stats, copy_image, publish};
+use copy::{State, Stats, copy_image, publish};
 use layout::Layout;
 use plan::{Dest, Source};
 use store::{Registries, Store};
@@ -64,6 +64,10 @@ pub struct MirrorArgs {
     /// `~/.docker/config.json`, and Podman's)
     #[arg(long, value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
+    /// Sign the published channel with this key (a PKCS#8 PEM ECDSA P-256 private key);
+    /// the printed channel then verifies it (`spec.verify`, with a Secret of the public key)
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<PathBuf>,
     /// A PEM file of roots that registries' certificates may chain to (beside the
     /// system's)
     #[arg(long, value_name = "FILE")]
@@ -94,6 +98,15 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     } else {
         Mode::Copy
     };
+    let sign = match &args.sign_key {
+        Some(_) if matches!(dest, Dest::Dir(_)) => {
+            return Err("--sign-key signs the channel a registry DEST publishes: give it to the step that pushes to the site's registry".into());
+        }
+        Some(f) => Some(crate::cosign::sign::SigningKey::from_pem(
+            &std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?,
+        )?),
+        None => None,
+    };
     let registries = Registries::new(&args)?;
     let src_layout = match &source {
         Source::Dir(d) => Some(Layout::open(d, false)?),
@@ -116,7 +129,19 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         None => Store::Registry(&registries),
     };
 
-    let (data, layout_name) = read_channel(&source, &src, &registries, args.timeout).await?;
+    let (data, layout_name, source_digest) =
+        source::read_channel(&source, &src, &registries, args.timeout).await?;
+    // A signature is over the data: the rewritten channel cannot carry the source's.
+    let mut notes = Vec::new();
+    if let (Source::Oci(image), Some(digest), None) = (&source, &source_digest, &sign)
+        && let Ok(parsed) = ImageRef::parse(image)
+        && let Ok(tag) = crate::cosign::signature_tag(digest)
+        && let Ok(Some(_)) = src.manifest_digest(&store::Loc::of(&parsed), &tag).await
+    {
+        notes.push(format!(
+            "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
+        ));
+    }
     let report = crate::channel::check(&data);
     if let Some(e) = report
         .diagnostics
@@ -139,24 +164,22 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         wanted.insert(f.reference, image);
     }
     let stats = Stats::default();
-    let outcomes: Vec<(String, Result<Copied, String>)> =
-        futures::stream::iter(wanted.iter().map(|(text, image)| {
-            let (src, dst, dest, stats) = (&src, &dst, &dest, &stats);
-            async move {
-                let result = copy_image(src, dst, dest, image, mode, stats).await;
-                (text.clone(), result)
-            }
-        }))
-        .buffer_unordered(usize::from(args.jobs))
-        .collect()
-        .await;
+    let mut outcomes = futures::stream::iter(wanted.iter().map(|(text, image)| {
+        let (src, dst, dest, stats) = (&src, &dst, &dest, &stats);
+        async move {
+            let result = copy_image(src, dst, dest, image, mode, stats).await;
+            (text.clone(), result)
+        }
+    }))
+    .buffer_unordered(usize::from(args.jobs));
 
     let mut failures = Vec::new();
     let mut drift = Vec::new();
     let mut rewritten = BTreeMap::new();
     let mut images = Vec::new();
-    for (text, outcome) in &outcomes {
-        match outcome {
+    // Each image said as it ends (a long copy shows its progress image by image).
+    while let Some((text, outcome)) = outcomes.next().await {
+        match &outcome {
             Err(e) => failures.push(format!("{text}: {e}")),
             Ok(c) => {
                 if c.state == State::Missing {
@@ -184,7 +207,7 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         eprintln!(
             "error: {} of {} images failed; the channel was not published",
             failures.len(),
-            outcomes.len()
+            wanted.len()
         );
         return Ok(1);
     }
@@ -199,7 +222,7 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         return Err("the rewritten channel data is not valid".into());
     }
     let name = layout_name.unwrap_or_else(|| plan::channel_name(&source, &data));
-    let channel = publish(&dst, &dest, &name, &new_data, mode).await;
+    let channel = publish(&dst, &dest, &name, &new_data, mode, sign.as_ref()).await;
     let (channel_ref, channel_state) = match channel {
         Ok(c) => c,
         Err(e) => {
@@ -210,13 +233,19 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     if channel_state == State::Missing {
         drift.push(format!("the channel {channel_ref} is missing or differs"));
     }
+    let object = plan::object_name(name.split(':').next().unwrap_or(&name));
     let printed = match &dest {
         Dest::Registry(_) => Some(plan::channel_manifest(
-            &plan::object_name(name.split(':').next().unwrap_or(&name)),
+            &object,
             &channel_ref,
             registries.is_insecure(channel_ref.split('/').next().unwrap_or_default()),
+            sign.is_some(),
         )),
         Dest::Dir(_) => None,
+    };
+    let printed_secret = match (&dest, &sign) {
+        (Dest::Registry(_), Some(key)) => Some(plan::key_secret(&object, &key.public_pem())),
+        _ => None,
     };
     let summary = Summary {
         mode: match mode {
@@ -230,8 +259,11 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         blobs_sent: stats.blobs_sent.load(Ordering::Relaxed),
         bytes_sent: stats.bytes_sent.load(Ordering::Relaxed),
         blobs_present: stats.blobs_present.load(Ordering::Relaxed),
+        blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
         drift: drift.clone(),
         apply: printed.clone(),
+        apply_secret: printed_secret,
+        notes,
     };
     match args.output {
         Output::Json => println!(
@@ -256,32 +288,41 @@ fn print_text(s: &Summary, dest: &Dest) {
             s.images.len(),
             s.drift.len()
         ),
-        mode => eprintln!(
-            "{} images: {} {}, {} already in DEST; {} {} blobs ({}), {} blobs DEST had",
-            s.images.len(),
-            count("copied"),
-            if mode == "dry-run" {
-                "to copy"
+        mode => {
+            let (copy, send) = if mode == "dry-run" {
+                ("to copy", "would send")
             } else {
-                "copied"
-            },
-            count("present"),
-            if mode == "dry-run" {
-                "would send"
-            } else {
-                "sent"
-            },
-            s.blobs_sent,
-            plan::size(s.bytes_sent),
-            s.blobs_present
-        ),
+                ("copied", "sent")
+            };
+            let mounted = match s.blobs_mounted {
+                0 => String::new(),
+                n => format!(", {n} mounted from another of its repositories"),
+            };
+            eprintln!(
+                "{} images: {} {copy}, {} already in DEST; {send} {} blobs ({}), {} blobs DEST had{mounted}",
+                s.images.len(),
+                count("copied"),
+                count("present"),
+                s.blobs_sent,
+                plan::size(s.bytes_sent),
+                s.blobs_present,
+            )
+        }
+    }
+    for note in &s.notes {
+        eprintln!("note: {note}");
     }
     if s.mode == "copy" && s.blobs_sent == 0 && s.channel_state == "present" {
         eprintln!("nothing to copy: DEST has everything SOURCE names");
     }
     match (dest, &s.apply) {
         (Dest::Registry(_), Some(channel)) if s.mode != "check" => {
-            // The channel to apply, on stdout (`mirror ... > channel.yaml`).
+            // The channel to apply, on stdout (`mirror ... > channel.yaml`), after the
+            // Secret of its key when it is signed.
+            if let Some(secret) = &s.apply_secret {
+                print!("{}", serde_saphyr::to_string(secret).unwrap_or_default());
+                println!("---");
+            }
             print!("{}", serde_saphyr::to_string(channel).unwrap_or_default());
         }
         (Dest::Dir(d), _) if s.mode == "copy" => eprintln!(
@@ -301,9 +342,15 @@ struct Summary {
     blobs_sent: u64,
     bytes_sent: u64,
     blobs_present: u64,
+    /// Blobs DEST's registry took from another of its repositories (not sent again).
+    blobs_mounted: u64,
     drift: Vec<String>,
     /// The channel to apply at the site (a registry DEST).
     apply: Option<Value>,
+    /// With `--sign-key`: the Secret of the public key the channel's `verify` names.
+    apply_secret: Option<Value>,
+    /// What the user should know (a source signature that could not be kept).
+    notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -313,98 +360,4 @@ struct ImageReport {
     state: &'static str,
     blobs: u64,
     bytes: u64,
-}
-
-/// Reads the channel data; from a layout, also the name it was stored under.
-async fn read_channel(
-    source: &Source,
-    src: &Store<'_>,
-    registries: &Registries,
-    timeout: Duration,
-) -> Result<(Vec<u8>, Option<String>), String> {
-    match source {
-        Source::File(p) => {
-            let data = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            if data.len() as u64 > MAX_DATA_BYTES {
-                return Err(format!(
-                    "{} is more than {MAX_DATA_BYTES} bytes",
-                    p.display()
-                ));
-            }
-            Ok((data, None))
-        }
-        Source::Url(u) => {
-            let client =
-                crate::fetch::Client::new(crate::egress::Policy::new(Vec::new(), Vec::new()))
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-            let options = crate::config::JsonOptions {
-                uri: u.clone(),
-                timeout,
-            };
-            let mut hold = crate::budget::Budget::new(MAX_DATA_BYTES, crate::budget::IDLE).hold();
-            match crate::fetch::get(
-                &client,
-                &options,
-                &Default::default(),
-                MAX_DATA_BYTES,
-                &mut hold,
-            )
-            .await
-            {
-                crate::fetch::Response::Body { data, .. } => Ok((data, None)),
-                crate::fetch::Response::Failed(e) | crate::fetch::Response::Unverified(e) => Err(e),
-                crate::fetch::Response::NotModified => Err(format!("fetching {u}: no data")),
-            }
-        }
-        Source::Oci(image) => {
-            let parsed = ImageRef::parse(image)?;
-            let options = crate::validate::image::ImageOptions {
-                path: None,
-                platform: None,
-                insecure: registries.is_insecure(&parsed.registry),
-                ca_file: registries.ca_file.clone(),
-                key_file: None,
-                timeout,
-                max_output_bytes: MAX_DATA_BYTES,
-                max_layer_bytes: 512 << 20,
-            };
-            crate::validate::image::pull_with(image, &options, registries.configs.clone())
-                .await
-                .map(|(_, data)| (data, None))
-        }
-        Source::Dir(d) => {
-            let Store::Dir(l) = src else {
-                return Err("internal: a layout source without its layout".into());
-            };
-            let (name, digest) = l.channel().await.ok_or_else(|| {
-                format!(
-                    "{} holds no channel (no entry marked by an earlier mirror)",
-                    d.display()
-                )
-            })?;
-            let body = l
-                .manifest(&digest, registry::manifest::MAX_MANIFEST_BYTES)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{} lacks the channel's manifest {digest}", d.display()))?;
-            let manifest: Value =
-                serde_json::from_slice(&body).map_err(|_| "the channel's manifest is not JSON")?;
-            let layer = manifest["layers"][0]["digest"]
-                .as_str()
-                .ok_or("the channel's manifest names no layer")?
-                .to_string();
-            let data = l
-                .manifest(&layer, MAX_DATA_BYTES)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{} lacks the channel data {layer}", d.display()))?;
-            if registry::matches(&layer, &data) != Some(true) {
-                return Err(format!(
-                    "the channel data in {} is not what its digest names",
-                    d.display()
-                ));
-            }
-            Ok((data, Some(name)))
-        }
-    }
 }

@@ -197,16 +197,39 @@ pub fn cosign_tags(digest: &str) -> Vec<String> {
 }
 
 /// The channel to apply at the site: `type: oci`, the mirrored artifact.
-pub fn channel_manifest(name: &str, image: &str, insecure: bool) -> Value {
+pub fn channel_manifest(name: &str, image: &str, insecure: bool, signed: bool) -> Value {
     let mut options = json!({"image": image});
     if insecure {
         options["insecure"] = json!(true);
     }
-    json!({
+    let mut channel = json!({
         "apiVersion": "rancheros.cattle.io/v1",
         "kind": "ManagedOSVersionChannel",
         "metadata": {"name": name},
         "spec": {"type": "oci", "options": options},
+    });
+    if signed {
+        channel["spec"]["verify"] =
+            json!({"provider": "cosign", "secretRef": {"name": key_secret_name(name)}});
+    }
+    channel
+}
+
+fn key_secret_name(channel: &str) -> String {
+    let mut name = format!("{channel}-cosign");
+    if name.len() > 63 {
+        name = format!("{}-cosign", channel.get(..56).unwrap_or(channel));
+    }
+    name
+}
+
+/// The Secret of the public key a signed channel's `verify` names (`cosign.pub`).
+pub fn key_secret(channel: &str, public_pem: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": key_secret_name(channel)},
+        "stringData": {"cosign.pub": public_pem},
     })
 }
 

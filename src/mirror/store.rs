@@ -70,13 +70,13 @@ pub(super) enum Store<'a> {
 
 /// A repository on a side: in a layout, its entries are named `registry/repository`.
 #[derive(Clone, Debug)]
-pub(super) struct Loc {
+pub(crate) struct Loc {
     pub(super) registry: String,
     pub(super) repository: String,
 }
 
 impl Loc {
-    pub(super) fn of(image: &ImageRef) -> Loc {
+    pub(crate) fn of(image: &ImageRef) -> Loc {
         Loc {
             registry: image.registry.clone(),
             repository: image.repository.clone(),
@@ -203,6 +203,19 @@ impl Store<'_> {
                 .await
             }
             Store::Dir(l) => l.put_blob(digest, data).await,
+        }
+    }
+
+    /// Takes `digest` into `loc` from the repository `from` of the same registry, where
+    /// the registry allows; whether it did (a layout shares its blobs: never needed).
+    pub(super) async fn mount_blob(&self, loc: &Loc, digest: &str, from: &str) -> bool {
+        match self {
+            Store::Registry(r) => Self::with_session(r, loc, "pull,push", async |s| {
+                push::mount_blob(s, digest, from).await
+            })
+            .await
+            .unwrap_or(false),
+            Store::Dir(_) => false,
         }
     }
 

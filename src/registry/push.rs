@@ -77,6 +77,26 @@ pub async fn blob(
     Ok(chunks(response, session))
 }
 
+/// Asks the registry to take a blob it holds in repository `from` (same registry) into
+/// this one, instead of an upload: whether it did (`201`; a `202` starts an upload
+/// instead, which is left unused).
+pub async fn mount_blob(
+    session: &mut Session<'_>,
+    digest: &str,
+    from: &str,
+) -> Result<bool, PullError> {
+    let mut url = reqwest::Url::parse(&format!(
+        "{}/v2/{}/blobs/uploads/",
+        session.origin, session.image.repository
+    ))
+    .map_err(|_| PullError::Bad(format!("{} is not a URL", session.origin)))?;
+    url.query_pairs_mut()
+        .append_pair("mount", digest)
+        .append_pair("from", from);
+    let response = session.send(Method::POST, url.as_str(), None).await?;
+    Ok(response.status() == StatusCode::CREATED)
+}
+
 /// Uploads a blob of `size` bytes from `data` (a monolithic upload: `POST`, then one `PUT`
 /// naming the digest).
 pub async fn put_blob(

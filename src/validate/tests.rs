@@ -71,17 +71,24 @@ fn errors_come_before_warnings_each_in_document_order() {
 }
 
 #[test]
-fn many_diagnostics_on_one_long_line_are_quick() {
+fn many_diagnostics_on_one_long_line_are_all_reported() {
     let item =
         r#"{"metadata":{"name":"n","namespace":"x"},"spec":{"type":"iso","metadata":{"uri":"u"}}}"#;
     let items: Vec<String> = (0..20_000)
         .map(|i| item.replace("\"n\"", &format!("\"n{i}\"")))
         .collect();
     let data = format!("[{}]", items.join(","));
-    let started = std::time::Instant::now();
+    // Every diagnostic of one long line reported; what it costs is measured by
+    // `scripts/bench-validate --with-warnings` (one line against pretty-printed), not
+    // timed here: a timed assertion fails on a busy machine, not on slow code.
     let out = text(&data);
     assert!(out.ends_with("c.json: valid, 20000 versions (0 errors, 20000 warnings)\n"));
-    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(
+        out.matches("warning").count(),
+        20_000 + 1,
+        "{}",
+        &out[..400]
+    );
 }
 
 #[test]

@@ -113,13 +113,46 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     assert_eq!(first["images"].as_array().unwrap().len(), 2, "{first:#}");
     assert!(first["blobs_sent"].as_u64().unwrap() >= 6, "{first:#}");
 
-    // The site: from the directory into another prefix; the channel to apply on stdout.
+    // The site: from the directory into another prefix, the channel signed with the site's
+    // key (made by openssl); the Secret of its public key and the channel, on stdout.
     let site = format!("{r}/{ns}-site");
-    let o = mirror(&t, &[&to_dir, "--to", &site]);
+    let key = bundle.with_extension("key.pem");
+    run_ok(
+        Command::new("openssl")
+            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &key.display().to_string(),
+            ]),
+        "openssl genpkey",
+    );
+    let key = key.display().to_string();
+    // (one image at a time: the blobs the two images share are mounted, not sent again)
+    let o = mirror(
+        &t,
+        &[&to_dir, "--to", &site, "--jobs", "1", "--sign-key", &key],
+    );
     assert!(o.status.success(), "{}", said(&o));
-    let printed: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&o.stdout))
-        .unwrap_or_else(|e| panic!("{e}: {}", said(&o)));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(", 2 mounted from another of its repositories"),
+        "{}",
+        said(&o)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    let (secret, printed) = stdout
+        .split_once("---\n")
+        .unwrap_or_else(|| panic!("{}", said(&o)));
+    let secret: Value =
+        serde_saphyr::from_str(secret).unwrap_or_else(|e| panic!("{e}: {}", said(&o)));
+    let printed: Value =
+        serde_saphyr::from_str(printed).unwrap_or_else(|e| panic!("{e}: {}", said(&o)));
+    assert_eq!(secret["kind"], "Secret", "{}", said(&o));
     assert_eq!(printed["kind"], "ManagedOSVersionChannel", "{}", said(&o));
+    assert_eq!(
+        printed["spec"]["verify"]["secretRef"]["name"],
+        secret["metadata"]["name"]
+    );
     assert_eq!(printed["spec"]["type"], "oci");
     let image = printed["spec"]["options"]["image"]
         .as_str()
@@ -148,12 +181,42 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         &format!("{site}/{ns}/os-multi@{index_digest}"),
     ]);
 
-    // Applied as printed (with the site's pull Secret): every version points at the site.
+    // The channel's signature, checked by cosign itself with the printed public key.
+    let site_pub = bundle.with_extension("pub");
+    std::fs::write(
+        &site_pub,
+        secret["stringData"]["cosign.pub"].as_str().unwrap(),
+    )
+    .unwrap();
+    publisher.cosign(&[
+        "verify",
+        "--key",
+        &site_pub.display().to_string(),
+        "--insecure-ignore-tlog=true",
+        "--allow-http-registry",
+        &image,
+    ]);
+
+    // Applied as printed (with the site's pull Secret): verified, and every version points
+    // at the site.
     start_pulling(&mut t, &FLAGS).await;
+    t.create_secret(
+        secret["metadata"]["name"].as_str().unwrap(),
+        None,
+        json!({"cosign.pub": secret["stringData"]["cosign.pub"]}),
+    )
+    .await;
     let mut spec = printed["spec"].clone();
     spec["options"]["imagePullSecrets"] = json!([{"name": "pull"}]);
     let name = printed["metadata"]["name"].as_str().unwrap();
-    t.create_synced(name, spec, SYNC).await;
+    let ch = t.create_synced(name, spec, SYNC).await;
+    let (status, reason, message) =
+        super::signatures::source_verified(&ch).expect("a SourceVerified condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", "Verified"),
+        "{message}"
+    );
     let mut images: Vec<String> = t
         .versions()
         .await

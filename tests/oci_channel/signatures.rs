@@ -83,7 +83,7 @@ async fn key_secret(t: &TestNs, name: &str, pem: &str) {
         .await;
 }
 
-fn source_verified(
+pub(super) fn source_verified(
     ch: &rancheros_operator::api::ManagedOSVersionChannel,
 ) -> Option<(String, String, String)> {
     ch.status
