@@ -932,3 +932,76 @@ fn layer_walk_once(data: &[u8]) {
     let _ = search(data, Compression::Gzip);
     let _ = search(data, Compression::Zstd);
 }
+
+/// `mirror`'s rewriting of channel data: every image the data names (an `upgradeImage`, an
+/// iso's `uri` that is an image reference) that a runtime reads is rewritten to a DEST
+/// prefix, pinned by digest; each rewritten reference parses, names DEST and that digest,
+/// and nothing else in the data changes.
+pub fn mirror_rewrite(data: &[u8]) {
+    use rancheros_operator::channel::images;
+    use rancheros_operator::mirror::plan;
+    use rancheros_operator::reference::Reference;
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let found = images::images(&value);
+    for prefix in [
+        "registry.site.lan/os",
+        "127.0.0.1:5000",
+        "site.example:8443/a/b-c",
+    ] {
+        let rewritten_to = |reference: &str| -> Option<(String, String)> {
+            let image = plan::image(reference).ok()?;
+            let digest = format!(
+                "sha256:{}",
+                reference
+                    .bytes()
+                    .chain(prefix.bytes())
+                    .map(|b| format!("{:02x}", b % 16))
+                    .chain(std::iter::repeat("0".into()))
+                    .take(64)
+                    .collect::<String>()
+                    .get(..64)
+                    .unwrap_or_default()
+            );
+            Some((plan::dest_reference(prefix, &image, &digest), digest))
+        };
+        let mut out = value.clone();
+        images::rewrite(&mut out, |f| rewritten_to(&f.reference).map(|(r, _)| r));
+        let after = images::images(&out);
+        assert_eq!(after.len(), found.len(), "the fields found changed: {out}");
+        for (before, now) in found.iter().zip(&after) {
+            assert_eq!((before.index, before.field), (now.index, now.field));
+            match rewritten_to(&before.reference) {
+                None => assert_eq!(now.reference, before.reference, "left as it was"),
+                Some((_, digest)) => {
+                    let parsed = Reference::parse(&now.reference)
+                        .unwrap_or_else(|e| panic!("{:?} does not parse: {e}", now.reference));
+                    assert!(
+                        now.reference.starts_with(&format!("{prefix}/")),
+                        "{:?} is not under {prefix}",
+                        now.reference
+                    );
+                    assert_eq!(parsed.digest.as_deref(), Some(digest.as_str()));
+                    assert_eq!(
+                        format!("{}/{}", parsed.registry, parsed.repository),
+                        now.reference.split('@').next().unwrap_or_default(),
+                        "{:?} names another repository",
+                        now.reference
+                    );
+                }
+            }
+        }
+        // Nothing but those fields changed.
+        let mut back = out.clone();
+        let originals: std::collections::HashMap<(usize, &str), String> = found
+            .iter()
+            .map(|f| ((f.index, f.field), f.reference.clone()))
+            .collect();
+        images::rewrite(&mut back, |f| originals.get(&(f.index, f.field)).cloned());
+        assert_eq!(
+            back, value,
+            "the rewrite changed more than the image fields"
+        );
+    }
+}

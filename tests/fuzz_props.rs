@@ -225,6 +225,11 @@ fn syncer_decide() {
 }
 
 #[test]
+fn mirror_rewrite() {
+    fuzz("mirror_rewrite", 20_000, props::mirror_rewrite);
+}
+
+#[test]
 fn layer_walk() {
     fuzz("layer_walk", 2_000, props::layer_walk);
 }

@@ -220,14 +220,31 @@ fn export_operator_image() -> (PathBuf, String) {
         image.clone()
     };
     let archive = work_dir("operator-export").join("operator.tar");
-    let mut ctr = Command::new("ctr");
-    if let Ok(address) = std::env::var("CONTAINERD_ADDRESS") {
-        ctr.args(["--address", &address]);
+    let export = || {
+        let mut ctr = Command::new("ctr");
+        if let Ok(address) = std::env::var("CONTAINERD_ADDRESS") {
+            ctr.args(["--address", &address]);
+        }
+        run(ctr
+            .args(["-n", "k8s.io", "images", "export"])
+            .arg(&archive)
+            .arg(&full));
+    };
+    export();
+    // Once, on a loaded node, ctr exited 0 with the archive cut short (skopeo then read
+    // "unexpected EOF"): read it through, and export again if it does not end.
+    let whole = || {
+        Command::new("tar")
+            .arg("-tf")
+            .arg(&archive)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !whole() {
+        eprintln!("{}: cut short; exporting again", archive.display());
+        export();
+        assert!(whole(), "{} is cut short twice", archive.display());
     }
-    run(ctr
-        .args(["-n", "k8s.io", "images", "export"])
-        .arg(&archive)
-        .arg(&full));
     (archive, full)
 }
 

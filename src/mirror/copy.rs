@@ -118,7 +118,10 @@ pub(super) async fn copy_image(
         ));
     }
     let mut copied = Copied {
-        dest: to.at(&digest),
+        dest: match dest {
+            Dest::Registry(prefix) => plan::dest_reference(prefix, image, &digest),
+            Dest::Dir(_) => to.at(&digest),
+        },
         state: State::Present,
         blobs: 0,
         bytes: 0,
@@ -232,7 +235,18 @@ impl Walk<'_, '_> {
                 continue;
             }
             if self.mode == Mode::Copy {
-                if let Some(from) = self.stats.elsewhere(self.to, &blob)
+                // From SOURCE's repository when both sides are one registry, else from a
+                // repository of DEST's registry already known to hold it.
+                let same = matches!(
+                    (self.src, self.dst),
+                    (Store::Registry(_), Store::Registry(_))
+                ) && self.from.registry == self.to.registry;
+                let from = if same {
+                    Some(self.from.repository.clone())
+                } else {
+                    self.stats.elsewhere(self.to, &blob)
+                };
+                if let Some(from) = from
                     && self.dst.mount_blob(self.to, &blob, &from).await
                 {
                     self.stats.blobs_mounted.fetch_add(1, Ordering::Relaxed);

@@ -85,6 +85,12 @@ pub fn dest_repo(prefix: &str, repository: &str) -> String {
     format!("{prefix}/{repository}")
 }
 
+/// The reference the rewritten channel names for `image` copied to the registry prefix
+/// `prefix`: its repository under the prefix, pinned by `digest`.
+pub fn dest_reference(prefix: &str, image: &ImageRef, digest: &str) -> String {
+    format!("{}@{digest}", dest_repo(prefix, &image.repository))
+}
+
 /// The name of the channel in DEST (`path:tag`): an oci source keeps its repository path
 /// and tag; a file or URL is named by its last path part, tagged by its data (the same data,
 /// the same tag).

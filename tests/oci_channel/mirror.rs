@@ -252,6 +252,27 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     let again = mirror_json(&t, &[&to_dir, "--to", &site], 0);
     assert_eq!(again["blobs_sent"], 0, "{again:#}");
     mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 0);
+    // One image deleted from DEST: drift, until a run puts it back.
+    let single_at_site = images[1].clone();
+    let (u, p) = creds();
+    run_ok(
+        Command::new("skopeo").args([
+            "delete",
+            "--tls-verify=false",
+            "--creds",
+            &format!("{u}:{p}"),
+            &format!("docker://{single_at_site}"),
+        ]),
+        "skopeo delete",
+    );
+    let drift = mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 2);
+    assert_eq!(drift["drift"].as_array().unwrap().len(), 1, "{drift:#}");
+    let back = mirror_json(&t, &[&to_dir, "--to", &site], 0);
+    assert_eq!(
+        back["blobs_sent"], 0,
+        "its blobs were still there: {back:#}"
+    );
+    mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 0);
 
     // A dry run to an empty prefix lists sizes and writes nothing: --check then finds drift.
     let empty = format!("{r}/{ns}-empty");
