@@ -389,6 +389,10 @@ async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
     );
     let again = mirror_json(&t, &[&source, "--to", &to_dir], 0);
     assert_eq!(again["blobs_sent"], 0, "{again:#}");
+    // Within one registry, nothing crosses the network: the registry mounts every blob.
+    let direct = mirror_json(&t, &[&source, "--to", &format!("{r}/{ns}-direct")], 0);
+    assert_eq!(direct["blobs_mounted"], 3, "{direct:#}");
+    assert_eq!(direct["bytes_sent"], 0, "{direct:#}");
 
     // On to a registry with token auth: the user's own repositories only.
     let token_reg = super::registries::env_of("RANCHEROS_TEST_REGISTRY_TOKEN");
