@@ -68,14 +68,25 @@ pub(super) struct Copied {
     pub(super) state: State,
     pub(super) blobs: u64,
     pub(super) bytes: u64,
+    /// The index was narrowed to `--platform`.
+    pub(super) rebuilt: bool,
 }
 
 impl Copied {
     pub(super) fn detail(&self) -> String {
-        if self.blobs == 0 {
-            String::new()
+        let rebuilt = if self.rebuilt {
+            " (index rebuilt for --platform; signatures of the original not copied)"
         } else {
-            format!(" ({} blobs, {})", self.blobs, plan::size(self.bytes))
+            ""
+        };
+        if self.blobs == 0 {
+            rebuilt.to_string()
+        } else {
+            format!(
+                " ({} blobs, {}){rebuilt}",
+                self.blobs,
+                plan::size(self.bytes)
+            )
         }
     }
 }
@@ -89,6 +100,7 @@ pub(super) async fn copy_image(
     image: &ImageRef,
     mode: Mode,
     stats: &Stats,
+    platforms: &[crate::config::Platform],
 ) -> Result<Copied, String> {
     let from = Loc::of(image);
     let to = match dest {
@@ -117,7 +129,23 @@ pub(super) async fn copy_image(
             from.at(d)
         ));
     }
+    // `--platform`: an index narrowed to those platforms is another index, of its own digest.
+    let narrowed = if platforms.is_empty() {
+        None
+    } else {
+        plan::narrow_index(&body, Some(&media_type), platforms)
+            .map_err(|e| format!("{}: {e}", from.at(image.reference())))?
+    };
+    let rebuilt = narrowed.is_some();
+    let (body, digest) = match narrowed {
+        Some(n) => {
+            let d = registry::sha256(&n);
+            (n, d)
+        }
+        None => (body, digest),
+    };
     let mut copied = Copied {
+        rebuilt,
         dest: match dest {
             Dest::Registry(prefix) => plan::dest_reference(prefix, image, &digest),
             Dest::Dir(_) => to.at(&digest),
@@ -137,7 +165,13 @@ pub(super) async fn copy_image(
         depth: 0,
     };
     walk.tree(&digest, &body, &media_type, true).await?;
-    for tag in plan::cosign_tags(&digest) {
+    // (a rebuilt index has no signatures: they were over the original)
+    let tags = if rebuilt {
+        Vec::new()
+    } else {
+        plan::cosign_tags(&digest)
+    };
+    for tag in tags {
         let Some(signature) = src.manifest_digest(&from, &tag).await.map_err(fail)? else {
             continue;
         };

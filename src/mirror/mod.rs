@@ -54,6 +54,11 @@ pub struct MirrorArgs {
     /// Exit 2 when DEST lacks or differs from anything SOURCE names, 0 when complete
     #[arg(long)]
     pub check: bool,
+    /// Copy only these platforms of an image index (`linux/arm64`; repeatable): the index
+    /// is rebuilt with their entries (a new digest, so a signature over the original is
+    /// not copied)
+    #[arg(long, value_name = "OS/ARCH[/VARIANT]", value_parser = parse_platform)]
+    pub platform: Vec<crate::config::Platform>,
     /// Images copied at once
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=32))]
     pub jobs: u16,
@@ -77,6 +82,11 @@ pub struct MirrorArgs {
     pub timeout: Duration,
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
+}
+
+fn parse_platform(text: &str) -> Result<crate::config::Platform, String> {
+    crate::config::Platform::parse(text)
+        .map_err(|e| e.replace("spec.options.platform", "--platform"))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,9 +175,9 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     }
     let stats = Stats::default();
     let mut outcomes = futures::stream::iter(wanted.iter().map(|(text, image)| {
-        let (src, dst, dest, stats) = (&src, &dst, &dest, &stats);
+        let (src, dst, dest, stats, platforms) = (&src, &dst, &dest, &stats, &args.platform);
         async move {
-            let result = copy_image(src, dst, dest, image, mode, stats).await;
+            let result = copy_image(src, dst, dest, image, mode, stats, platforms).await;
             (text.clone(), result)
         }
     }))
@@ -195,6 +205,7 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
                     state: c.state.word(),
                     blobs: c.blobs,
                     bytes: c.bytes,
+                    rebuilt: c.rebuilt,
                 });
             }
         }
@@ -360,4 +371,6 @@ struct ImageReport {
     state: &'static str,
     blobs: u64,
     bytes: u64,
+    /// Its index was narrowed to `--platform` (the reference names the new index).
+    rebuilt: bool,
 }

@@ -193,6 +193,43 @@ fn descriptors_of(d: &Value) -> Result<Option<(String, u64)>, String> {
     Ok(Some((digest.to_string(), d["size"].as_u64().unwrap_or(0))))
 }
 
+/// An image index narrowed to `platforms` (`--platform`): the same index with only the
+/// entries serving one of them (in its order, annotations and all); `None` when `body` is
+/// not an index or every entry serves one; an error when none does.
+pub fn narrow_index(
+    body: &[u8],
+    content_type: Option<&str>,
+    platforms: &[crate::config::Platform],
+) -> Result<Option<Vec<u8>>, String> {
+    use crate::registry::manifest::{self, Manifest};
+    let Ok(Manifest::Index(entries)) = manifest::parse(body, content_type) else {
+        return Ok(None);
+    };
+    let keep: Vec<&str> = platforms
+        .iter()
+        .filter_map(|p| manifest::choose(&entries, p))
+        .map(|d| d.digest.as_str())
+        .collect();
+    if keep.is_empty() {
+        let asked: Vec<String> = platforms.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "no platform {} in the index (it has {})",
+            asked.join(", "),
+            manifest::platforms(&entries)
+        ));
+    }
+    if keep.len() >= entries.len() {
+        return Ok(None); // every entry serves one: the index as it is
+    }
+    let mut index: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if let Some(list) = index.get_mut("manifests").and_then(Value::as_array_mut) {
+        list.retain(|d| d["digest"].as_str().is_some_and(|x| keep.contains(&x)));
+    }
+    serde_json::to_vec(&index)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// The cosign tags of a digest (`sha256-<hex>.sig`, `.att`, `.sbom`).
 pub fn cosign_tags(digest: &str) -> Vec<String> {
     let flat = digest.replacen(':', "-", 1);
@@ -343,6 +380,44 @@ mod tests {
         );
         assert!(children(br#"{"layers":[{"digest":"md5:00"}]}"#).is_err());
         assert!(children(b"<html>").is_err());
+    }
+
+    #[test]
+    fn an_index_narrowed_to_platforms_keeps_only_their_entries() {
+        let index = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [
+                {"digest": "sha256:a", "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
+                {"digest": "sha256:b", "size": 1, "platform": {"os": "linux", "architecture": "arm64"},
+                    "annotations": {"k": "v"}},
+                {"digest": "sha256:c", "size": 1, "platform": {"os": "linux", "architecture": "s390x"}},
+            ]}).to_string();
+        let p = |t: &str| crate::config::Platform::parse(t).unwrap();
+        let narrowed = narrow_index(
+            index.as_bytes(),
+            None,
+            &[p("linux/arm64"), p("linux/amd64")],
+        )
+        .unwrap()
+        .unwrap();
+        let v: Value = serde_json::from_slice(&narrowed).unwrap();
+        let kept: Vec<&str> = v["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["digest"].as_str().unwrap())
+            .collect();
+        assert_eq!(kept, ["sha256:a", "sha256:b"], "in the index's order");
+        assert_eq!(v["manifests"][1]["annotations"]["k"], "v");
+        let e = narrow_index(index.as_bytes(), None, &[p("linux/riscv64")]).unwrap_err();
+        assert!(
+            e.contains("linux/amd64, linux/arm64") || e.contains("linux/amd64"),
+            "{e}"
+        );
+        let image = br#"{"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#;
+        assert_eq!(
+            narrow_index(image, None, &[p("linux/arm64")]).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -274,6 +274,35 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     );
     mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 0);
 
+    // Only arm64: the index is rebuilt with its one entry, under a digest of its own.
+    let arm_only = mirror_json(
+        &t,
+        &[
+            &to_dir,
+            "--to",
+            &format!("{r}/{ns}-arm"),
+            "--platform",
+            "linux/arm64",
+        ],
+        0,
+    );
+    let multi_arm = arm_only["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["source"].as_str().unwrap().contains("/os-multi@"))
+        .unwrap_or_else(|| panic!("{arm_only:#}"));
+    assert_eq!(multi_arm["rebuilt"], true, "{arm_only:#}");
+    let rebuilt_ref = multi_arm["dest"].as_str().unwrap();
+    assert!(!rebuilt_ref.ends_with(&index_digest), "{rebuilt_ref}");
+    let rebuilt = raw_manifest(rebuilt_ref);
+    assert_eq!(
+        rebuilt["manifests"].as_array().unwrap().len(),
+        1,
+        "{rebuilt:#}"
+    );
+    assert_eq!(rebuilt["manifests"][0]["digest"], arm["digest"]);
+
     // A dry run to an empty prefix lists sizes and writes nothing: --check then finds drift.
     let empty = format!("{r}/{ns}-empty");
     let dry = mirror_json(&t, &[&to_dir, "--to", &empty, "--dry-run"], 0);
