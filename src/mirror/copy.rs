@@ -18,6 +18,8 @@ pub(super) struct Stats {
     pub(super) bytes_sent: AtomicU64,
     pub(super) blobs_present: AtomicU64,
     pub(super) blobs_mounted: AtomicU64,
+    /// Blob bytes sent so far, counted as they stream (the progress display's).
+    pub(super) streamed: std::sync::Arc<AtomicU64>,
     /// Where in DEST a blob is known to be, by registry and digest: a repository to mount
     /// it from.
     known: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
@@ -286,7 +288,18 @@ impl Walk<'_, '_> {
                     self.stats.blobs_mounted.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let data = self.src.blob(self.from, &blob).await.map_err(fail)?;
+                let streamed = self.stats.streamed.clone();
+                let data = self
+                    .src
+                    .blob(self.from, &blob)
+                    .await
+                    .map_err(fail)?
+                    .inspect(move |chunk| {
+                        if let Ok(bytes) = chunk {
+                            streamed.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        }
+                    })
+                    .boxed();
                 self.dst
                     .put_blob(self.to, &blob, size, data)
                     .await

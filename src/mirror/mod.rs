@@ -16,6 +16,7 @@ mod source;
 mod store;
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -188,7 +189,34 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     let mut rewritten = BTreeMap::new();
     let mut images = Vec::new();
     // Each image said as it ends (a long copy shows its progress image by image).
-    while let Some((text, outcome)) = outcomes.next().await {
+    // On a terminal, a line that redraws (images done, bytes sent, rate); elsewhere, only
+    // the line of each image as it ends.
+    let progress = args.output == Output::Text && std::io::stderr().is_terminal();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let mut done = 0usize;
+    loop {
+        let next = tokio::select! {
+            next = outcomes.next() => next,
+            _ = tick.tick(), if progress => {
+                let sent = stats.streamed.load(Ordering::Relaxed);
+                let secs = started.elapsed().as_secs_f64().max(0.001);
+                eprint!(
+                    "\r\x1b[K{done}/{} images, {} sent, {}/s",
+                    wanted.len(),
+                    plan::size(sent),
+                    plan::size((sent as f64 / secs) as u64)
+                );
+                continue;
+            }
+        };
+        let Some((text, outcome)) = next else {
+            break;
+        };
+        done = done.saturating_add(1);
+        if progress {
+            eprint!("\r\x1b[K");
+        }
         match &outcome {
             Err(e) => failures.push(format!("{text}: {e}")),
             Ok(c) => {
@@ -209,6 +237,9 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
                 });
             }
         }
+    }
+    if progress {
+        eprint!("\r\x1b[K");
     }
     images.sort_by(|a, b| a.source.cmp(&b.source));
     if !failures.is_empty() {

@@ -101,7 +101,9 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         .unwrap()
         .push(json!({"metadata": {"name": "iso"},
         "spec": {"type": "iso", "metadata": {"uri": "https://download.example/os.iso"}}}));
-    push_channel(&format!("{ns}/channel"), "v1", &data);
+    // The channel image is signed too: a signature the rewritten channel cannot keep.
+    let channel_digest = push_channel(&format!("{ns}/channel"), "v1", &data);
+    publisher.sign(&format!("{ns}/channel"), &channel_digest);
 
     // The connected side: into a directory.
     let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
@@ -110,6 +112,11 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     let source = format!("{r}/{ns}/channel:v1");
     let first = mirror_json(&t, &[&source, "--to", &to_dir], 0);
     assert_eq!(first["channel_state"], "copied", "{first:#}");
+    let notes = first["notes"].to_string();
+    assert!(
+        notes.contains("is signed") && notes.contains("--sign-key"),
+        "{first:#}"
+    );
     assert_eq!(first["images"].as_array().unwrap().len(), 2, "{first:#}");
     assert!(first["blobs_sent"].as_u64().unwrap() >= 6, "{first:#}");
 
@@ -249,9 +256,33 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         "{}",
         said(&again)
     );
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains('\r'),
+        "a progress line through a pipe: {}",
+        said(&again)
+    );
     let again = mirror_json(&t, &[&to_dir, "--to", &site], 0);
     assert_eq!(again["blobs_sent"], 0, "{again:#}");
     mirror_json(&t, &[&to_dir, "--to", &site, "--check"], 0);
+    // On a terminal (util-linux `script` gives it one), a progress line that redraws.
+    let config = docker_config(&t);
+    let line = format!(
+        "{} mirror {to_dir} --to {site} --insecure-registry {r}",
+        env!("CARGO_BIN_EXE_rancheros-operator")
+    );
+    let tty = run_ok(
+        Command::new("script")
+            .args(["-qec", &line, "/dev/null"])
+            .env("DOCKER_CONFIG", &config)
+            .env("HOME", &config),
+        "script",
+    );
+    let tty = String::from_utf8_lossy(&tty);
+    assert!(
+        tty.contains("\r\x1b[K") && tty.contains("/2 images, "),
+        "{tty:?}"
+    );
+    assert!(tty.contains("nothing to copy"), "{tty:?}");
     // One image deleted from DEST: drift, until a run puts it back.
     let single_at_site = images[1].clone();
     let (u, p) = creds();
