@@ -106,14 +106,7 @@ pub(super) async fn copy_image(
 ) -> Result<Copied, String> {
     let from = Loc::of(image);
     let to = match dest {
-        Dest::Registry(prefix) => {
-            let full = plan::dest_repo(prefix, &image.repository);
-            let (registry, repository) = full.split_once('/').unwrap_or((&full, ""));
-            Loc {
-                registry: registry.to_string(),
-                repository: repository.to_string(),
-            }
-        }
+        Dest::Registry(prefix) => Loc::under(prefix, &image.repository),
         Dest::Dir(_) => from.clone(),
     };
     let fail = |e: PullError| e.to_string();
@@ -335,14 +328,7 @@ pub(super) async fn publish(
         .rsplit_once(':')
         .ok_or("a channel name without a tag")?;
     let loc = match dest {
-        Dest::Registry(prefix) => {
-            let full = plan::dest_repo(prefix, path);
-            let (registry, repository) = full.split_once('/').unwrap_or((&full, ""));
-            Loc {
-                registry: registry.into(),
-                repository: repository.into(),
-            }
-        }
+        Dest::Registry(prefix) => Loc::under(prefix, path),
         // In a layout, the channel's entry is named `path:tag`.
         Dest::Dir(_) => {
             let (registry, repository) = path.split_once('/').unwrap_or(("", path));

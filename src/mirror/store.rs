@@ -83,6 +83,17 @@ impl Loc {
         }
     }
 
+    /// The repository `repository` goes to under a registry DEST's `prefix`
+    /// (`host[:port][/path]`).
+    pub(super) fn under(prefix: &str, repository: &str) -> Loc {
+        let full = super::plan::dest_repo(prefix, repository);
+        let (registry, repository) = full.split_once('/').unwrap_or((&full, ""));
+        Loc {
+            registry: registry.to_string(),
+            repository: repository.to_string(),
+        }
+    }
+
     pub(super) fn name(&self) -> String {
         format!("{}/{}", self.registry, self.repository)
     }
