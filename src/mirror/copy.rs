@@ -1,5 +1,6 @@
 //! One image copied: its manifest tree walked from the top, blobs before the manifests
-//! that name them, and its cosign tags; then the channel artifact, last.
+//! that name them, its cosign tags and its OCI 1.1 referrers; then the channel artifact,
+//! last.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -190,6 +191,9 @@ pub(super) async fn copy_image(
             Mode::DryRun => walk.copied.state = State::Copied,
         }
     }
+    if !rebuilt {
+        super::referrers::copy(&mut walk, &digest).await?;
+    }
     Ok(copied)
 }
 
@@ -197,20 +201,20 @@ pub(super) async fn copy_image(
 pub(super) const MAX_DEPTH: usize = 4;
 
 pub(super) struct Walk<'w, 's> {
-    src: &'w Store<'s>,
-    dst: &'w Store<'s>,
-    from: &'w Loc,
-    to: &'w Loc,
-    mode: Mode,
+    pub(super) src: &'w Store<'s>,
+    pub(super) dst: &'w Store<'s>,
+    pub(super) from: &'w Loc,
+    pub(super) to: &'w Loc,
+    pub(super) mode: Mode,
     stats: &'w Stats,
-    copied: &'w mut Copied,
+    pub(super) copied: &'w mut Copied,
     depth: usize,
 }
 
 impl Walk<'_, '_> {
     /// One manifest (already read) and what it names; stored last, so that a manifest in
     /// DEST always has all it names there.
-    async fn tree(
+    pub(super) async fn tree(
         &mut self,
         digest: &str,
         body: &[u8],

@@ -12,6 +12,7 @@
 mod copy;
 pub mod layout;
 pub mod plan;
+mod referrers;
 mod source;
 mod store;
 

@@ -177,6 +177,21 @@ impl Store<'_> {
         }
     }
 
+    /// The referrers API's index of `digest`; `None` where there is no such API (a
+    /// registry without it, and every layout: both keep the referrers tag instead).
+    pub(super) async fn referrers(
+        &self,
+        loc: &Loc,
+        digest: &str,
+    ) -> Result<Option<Vec<u8>>, PullError> {
+        match self {
+            Store::Registry(r) => {
+                Self::with_session(r, loc, "pull", async |s| push::referrers(s, digest).await).await
+            }
+            Store::Dir(_) => Ok(None),
+        }
+    }
+
     pub(super) async fn has_blob(&self, loc: &Loc, digest: &str) -> Result<bool, PullError> {
         match self {
             Store::Registry(r) => {

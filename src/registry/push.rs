@@ -9,8 +9,8 @@ use reqwest::header::LOCATION;
 use reqwest::{Method, StatusCode};
 
 use super::get::{get_blob, get_manifest};
-use super::manifest::ACCEPT;
-use super::session::{Session, chunks};
+use super::manifest::{ACCEPT, MAX_MANIFEST_BYTES};
+use super::session::{Session, chunks, read_capped};
 use super::{PullError, status_error};
 
 /// A manifest by tag or digest and its `Content-Type`; `None` when the repository has none.
@@ -50,6 +50,26 @@ pub async fn manifest_digest(
             None,
         )),
     }
+}
+
+/// The OCI 1.1 referrers of `digest` (an image index, capped as manifests are); `None`
+/// when the registry has no referrers API (any answer but `200`: older registries route
+/// the path nowhere), so that the caller falls back to the referrers tag.
+pub async fn referrers(
+    session: &mut Session<'_>,
+    digest: &str,
+) -> Result<Option<Vec<u8>>, PullError> {
+    let url = session.url("referrers", digest);
+    let response = session
+        .send(Method::GET, &url, Some(super::manifest::OCI_INDEX))
+        .await?;
+    if response.status() != StatusCode::OK {
+        return Ok(None);
+    }
+    let what = format!("the referrers of {}@{digest}", session.repo());
+    read_capped(response, MAX_MANIFEST_BYTES, &what, session)
+        .await
+        .map(Some)
 }
 
 /// Whether the repository has the blob.

@@ -7,6 +7,9 @@
 use super::signatures::Signer;
 use super::*;
 
+#[path = "mirror_referrers.rs"]
+mod referrers;
+
 /// A docker config directory with the test registries' credentials (the plain HTTP one
 /// and the token one).
 fn docker_config(t: &TestNs) -> PathBuf {
