@@ -14,6 +14,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::registry::PullError;
 
+/// The largest `index.json` read (some 40,000 entries).
+pub const MAX_INDEX_BYTES: u64 = 16 << 20;
+
 /// The annotation naming an image in `index.json`.
 pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// The annotation marking the channel's entry.
@@ -41,7 +44,23 @@ impl Layout {
             std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#)
                 .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
         }
-        let entries = match std::fs::read(&index_path) {
+        // Capped: a directory is carried in from elsewhere, and read whole.
+        let read = |p: &Path| -> std::io::Result<Vec<u8>> {
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            std::fs::File::open(p)?
+                .take(MAX_INDEX_BYTES.saturating_add(1))
+                .read_to_end(&mut bytes)?;
+            Ok(bytes)
+        };
+        let entries = match read(&index_path) {
+            Ok(bytes) if bytes.len() as u64 > MAX_INDEX_BYTES => {
+                return Err(format!(
+                    "{} is more than {} MiB",
+                    index_path.display(),
+                    MAX_INDEX_BYTES >> 20
+                ));
+            }
             Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
                 .ok()
                 .and_then(|v| v["manifests"].as_array().cloned())
@@ -205,5 +224,29 @@ impl Layout {
         let io = |e: std::io::Error| PullError::Bad(format!("writing {}: {e}", path.display()));
         tokio::fs::write(&tmp, doc.to_string()).await.map_err(io)?;
         tokio::fs::rename(&tmp, &path).await.map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_or_foreign_index_json_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("layout-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let index = dir.join("index.json");
+        let mut big = br#"{"manifests":[],"x":""#.to_vec();
+        big.resize(usize::try_from(MAX_INDEX_BYTES).unwrap() + 10, b'a');
+        big.extend_from_slice(br#""}"#);
+        std::fs::write(&index, &big).unwrap();
+        let e = Layout::open(&dir, false).err().unwrap();
+        assert!(e.contains("index.json is more than 16 MiB"), "{e}");
+        std::fs::write(&index, b"[1]").unwrap();
+        let e = Layout::open(&dir, false).err().unwrap();
+        assert!(e.contains("is not an image index"), "{e}");
+        std::fs::write(&index, br#"{"manifests":[]}"#).unwrap();
+        assert!(Layout::open(&dir, false).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
