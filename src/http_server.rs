@@ -11,6 +11,7 @@
 //! | [`REQUEST_TIMEOUT`] | 30 s | a handler or a request body that stalls (answered 503 and closed) |
 //! | [`WRITE_STALL_TIMEOUT`] | 30 s | a peer that stops reading its answer (the connection is closed) |
 //! | [`PROBE_CONNECTIONS`] | 16, 2 per peer address | the probes starved by the cap (below) |
+//! | `linger::LINGER` | 2 s, 4 MiB, 250 ms quiet | after a 413, the peer's unsent body: read and dropped, so that the close is not a reset that loses the answer; the slot is held meanwhile |
 //!
 //! **The probes under the cap.** A kubelet restarts the operator when `/healthz` fails
 //! `failureThreshold` times in a row, so a peer that fills the connection cap must not also
@@ -273,9 +274,32 @@ impl Connection {
         let app = self.app.clone();
         let request_timeout = self.limits.request;
         let only = reserved.then_some(self.probe_paths);
+        // Set when an answer went out before its request body was read whole (a 413).
+        let unread = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&unread);
         let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-            answer(app.clone(), request, request_timeout, only)
+            let flag = Arc::clone(&flag);
+            let answered = answer(app.clone(), request, request_timeout, only);
+            async move {
+                let response = answered.await?;
+                if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                Ok::<_, Infallible>(response)
+            }
         });
+        // A second handle on the socket, for the lingering close below.
+        let linger = stream
+            .into_std()
+            .and_then(|s| Ok((s.try_clone()?, s)))
+            .and_then(|(copy, s)| Ok((TcpStream::from_std(copy)?, TcpStream::from_std(s)?)));
+        let (linger, stream) = match linger {
+            Ok((copy, stream)) => (Some(copy), stream),
+            Err(e) => {
+                debug!(%peer, "connection dropped: {e}");
+                return;
+            }
+        };
         let io = TokioIo::new(WriteStall::new(stream, self.limits.write_stall));
         let connection = http.serve_connection(io, service);
         let mut connection = std::pin::pin!(connection);
@@ -290,6 +314,11 @@ impl Connection {
         if let Err(e) = result {
             // A peer's timeouts, oversized heads and hang-ups: its business, not an error.
             debug!(%peer, "connection ended: {e}");
+        }
+        if let Some(socket) = linger
+            && unread.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            linger_close(socket).await;
         }
         drop(slot);
     }
@@ -398,6 +427,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteStall<S> {
         self.watch(cx, poll)
     }
 }
+
+mod linger;
+use linger::linger_close;
 
 #[cfg(test)]
 mod tests;
