@@ -9,6 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod versions;
+pub use versions::VersionsPolicy;
+
 /// The field manager of every write the operator makes, as shown in `managedFields`.
 pub const FIELD_MANAGER: &str = "rancheros-operator";
 /// Label on every version and syncer pod: the name of the channel it belongs to.
@@ -66,6 +69,7 @@ pub mod reason {
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Versions","type":"integer","jsonPath":".status.syncedVersions"}"#,
+    printcolumn = r#"{"name":"Latest","type":"string","jsonPath":".status.latestVersion"}"#,
     printcolumn = r#"{"name":"Last Sync","type":"date","jsonPath":".status.lastSyncedTime"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Suspended","type":"boolean","priority":1,"jsonPath":".spec.suspend"}"#,
@@ -154,6 +158,10 @@ pub struct ManagedOSVersionChannelSpec {
     /// digest's cosign signature verifies against the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
+    /// Which of the listed versions the channel publishes: platforms, include and exclude
+    /// patterns, a minimum age, and how many newest to keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<VersionsPolicy>,
 }
 
 /// `spec.verify`: how an `oci` channel's image is verified.
@@ -251,6 +259,18 @@ pub struct ManagedOSVersionChannelStatus {
     /// anyone's to write, the status only the operator's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syncer_pod_uid: Option<String>,
+    /// The name of the newest version (by semver) the last successful sync published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_version: Option<String>,
+    /// How many listed versions `spec.versions` held back in the last successful sync, by
+    /// rule (`platforms`, `include`, `exclude`, `minAge`, `keep`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub held_back: std::collections::BTreeMap<String, i64>,
+    /// When a sync first saw each listed version that `spec.versions.minAge` still holds
+    /// back (at most 512: a version past that waits for room, never less than its age).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 512))]
+    pub first_seen: std::collections::BTreeMap<String, Time>,
 }
 
 impl ManagedOSVersionChannelStatus {

@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod operator;
 pub mod pace;
+pub mod policy;
 pub mod probe;
 pub mod reference;
 pub mod registry;

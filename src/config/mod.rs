@@ -100,6 +100,8 @@ pub struct ChannelConfig {
     pub delete_no_longer_in_sync: bool,
     pub registry: Option<String>,
     pub upgrade_container: Option<Map<String, Value>>,
+    /// `spec.versions`, checked.
+    pub policy: crate::policy::Policy,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -212,12 +214,19 @@ pub fn resolve(
         .map(schema::typed_upgrade_container)
         .transpose()
         .map_err(|why| format!("spec.upgradeContainer: {why}"))?;
+    let policy = spec
+        .versions
+        .as_ref()
+        .map(crate::policy::Policy::compile)
+        .transpose()?
+        .unwrap_or_default();
     Ok(ChannelConfig {
         source,
         sync_interval,
         delete_no_longer_in_sync: spec.delete_no_longer_in_sync_versions.unwrap_or(false),
         registry,
         upgrade_container,
+        policy,
     })
 }
 

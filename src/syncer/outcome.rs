@@ -54,9 +54,25 @@ impl Decider<'_> {
                 pod,
             );
         }
-        let plan = match versions::plan(
+        // `spec.versions`: what of the listing is published (the rest held back).
+        let exists: std::collections::HashSet<String> = existing
+            .iter()
+            .filter(|v| versions::controlled_by(&v.metadata, self.ch))
+            .map(|v| v.name_any())
+            .collect();
+        let first_seen = self
+            .status
+            .first_seen
+            .iter()
+            .map(|(k, t)| (k.clone(), t.0))
+            .collect();
+        let policy =
+            crate::policy::apply(&config.policy, items, &exists, &first_seen, self.obs.now);
+        let held: std::collections::HashSet<String> = policy.held.keys().cloned().collect();
+        let plan = match versions::plan_held(
             self.ch,
-            Some((config, items)),
+            Some((config, &policy.published)),
+            &held,
             existing,
             config.delete_no_longer_in_sync,
         ) {
@@ -70,7 +86,11 @@ impl Decider<'_> {
             let limit = self.settings.max_sync_write_bytes;
             return self.failure(SyncFailure::TooManyBytes { bytes, limit }, pod);
         }
-        let mut summary = format!("synchronized {} versions ({})", items.len(), plan.summary());
+        let published = policy.published.len();
+        let mut summary = format!("synchronized {published} versions ({})", plan.summary());
+        if let Some(held) = policy.summary() {
+            summary.push_str(&format!("; {held}"));
+        }
         let mut events = Vec::new();
         if !parsed.duplicates.is_empty() {
             let names = text::list(&parsed.duplicates, ", ");
@@ -103,7 +123,18 @@ impl Decider<'_> {
         status.last_synced_time = Some(self.timestamp());
         status.last_sync_attempt_time = Some(self.timestamp());
         status.synced_generation = Some(self.generation);
-        status.synced_versions = i64::try_from(items.len()).ok();
+        status.synced_versions = i64::try_from(published).ok();
+        status.latest_version = policy.latest.clone();
+        status.held_back = policy.counts();
+        status.first_seen = policy
+            .first_seen
+            .iter()
+            .map(|(k, t)| (k.clone(), Time(*t)))
+            .collect();
+        // A version `minAge` holds is published by the sync after it comes of age.
+        let interval = policy
+            .ripens_in
+            .map_or(interval, |r| interval.min(r.max(Duration::from_secs(1))));
         status.failed_synchronization_attempts = 0;
         status.sync_requested_at = self.served_request(pod);
         status.source_revision = revision;

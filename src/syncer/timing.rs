@@ -89,7 +89,29 @@ impl Decider<'_> {
                 .min_request_interval
                 .saturating_sub(self.since(last));
         }
-        self.retry_wait().saturating_sub(self.since(last))
+        self.retry_wait()
+            .saturating_sub(self.since(last))
+            .min(self.ripening())
+    }
+
+    /// How long until the first version `spec.versions.minAge` holds comes of age (the
+    /// sync that publishes it is due then, not an interval later); `MAX` when none waits.
+    fn ripening(&self) -> Duration {
+        let min_age = self
+            .resolved
+            .config
+            .as_ref()
+            .ok()
+            .and_then(|c| c.policy.min_age);
+        let (Some(age), false) = (min_age, self.status.failed_synchronization_attempts > 0) else {
+            return Duration::MAX;
+        };
+        self.status
+            .first_seen
+            .values()
+            .map(|Time(t)| age.saturating_sub(self.since(t)))
+            .min()
+            .unwrap_or(Duration::MAX)
     }
 
     /// The wait after the last attempt: backoff while failing, else the interval.

@@ -2,7 +2,7 @@
 //! the versions that exist in its namespace.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
@@ -259,6 +259,18 @@ pub fn plan(
     existing: &[Arc<ManagedOSVersion>],
     delete_unlisted: bool,
 ) -> Result<Plan, String> {
+    plan_held(channel, listing, &HashSet::new(), existing, delete_unlisted)
+}
+
+/// [`plan`], where `held` names listed versions `spec.versions` holds back: not in
+/// `listing`, and flagged when they exist, never deleted (the policy never deletes).
+pub fn plan_held(
+    channel: &ManagedOSVersionChannel,
+    listing: Option<(&ChannelConfig, &[ChannelVersion])>,
+    held: &HashSet<String>,
+    existing: &[Arc<ManagedOSVersion>],
+    delete_unlisted: bool,
+) -> Result<Plan, String> {
     let by_name: HashMap<String, &Arc<ManagedOSVersion>> =
         existing.iter().map(|v| (v.name_any(), v)).collect();
     let mut plan = Plan::default();
@@ -326,14 +338,13 @@ pub fn plan(
             crate::text::list(&conflicts, "; ")
         ));
     }
-    let listed_names: std::collections::HashSet<&str> =
-        listed.iter().map(|i| i.name.as_str()).collect();
+    let listed_names: HashSet<&str> = listed.iter().map(|i| i.name.as_str()).collect();
     for have in existing {
         let name = have.name_any();
         if listed_names.contains(name.as_str()) || !controlled_by(&have.metadata, channel) {
             continue;
         }
-        if delete_unlisted {
+        if delete_unlisted && !held.contains(&name) {
             plan.deleted = plan.deleted.saturating_add(1);
             deletes.push(Effect::DeleteVersion {
                 name,
