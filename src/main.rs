@@ -71,6 +71,10 @@ enum Command {
         /// signature by it, as an oci channel with spec.verify requires.
         #[arg(long, value_name = "FILE", requires = "images")]
         key: Option<PathBuf>,
+        /// A channel policy (a `spec.versions` object, or a channel manifest; YAML or JSON):
+        /// also report what it would publish of each valid input and what it holds back.
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
         /// `text` for people (like a compiler's diagnostics), `json` for tools (see docs/validate.md).
         #[arg(long, value_enum, default_value = "text")]
         format: validate::Format,
@@ -193,7 +197,15 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             insecure,
             ca_file,
             key,
+            policy,
         } => {
+            let policy = match policy.as_deref().map(validate::policy::load).transpose() {
+                Ok(p) => p,
+                Err(why) => {
+                    eprintln!("error: {why}");
+                    return Ok(ExitCode::from(1));
+                }
+            };
             if files.iter().filter(|f| f.as_os_str() == "-").count() > 1 {
                 clap::Error::raw(
                     clap::error::ErrorKind::ArgumentConflict,
@@ -224,8 +236,15 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
                     reports
                 })
             };
-            let valid = validate::run(pulled, &files, format, &mut out, &mut std::io::stderr())
-                .wrap_err("cannot write the report")?;
+            let valid = validate::run(
+                pulled,
+                &files,
+                policy.as_ref(),
+                format,
+                &mut out,
+                &mut std::io::stderr(),
+            )
+            .wrap_err("cannot write the report")?;
             if !valid {
                 return Ok(ExitCode::from(1));
             }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::channel::{self, Diagnostic, Severity};
 
 pub mod image;
+pub mod policy;
 
 /// Version of the `--format json` document; bumped only on incompatible changes.
 pub const JSON_SCHEMA: u32 = 1;
@@ -38,6 +39,9 @@ pub struct FileReport {
     pub warnings: usize,
     /// Errors first, then warnings, each in document order (line, then column).
     pub diagnostics: Vec<Diagnostic>,
+    /// With `--policy`: what it would publish of a valid input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<policy::PolicyReport>,
     #[serde(skip)]
     source: Vec<u8>,
 }
@@ -75,6 +79,7 @@ pub fn unreadable(name: &str, why: String) -> FileReport {
         errors: 0,
         warnings: 0,
         diagnostics: Vec::new(),
+        policy: None,
         source: Vec::new(),
     }
 }
@@ -111,6 +116,7 @@ pub fn report(file: &str, data: Vec<u8>) -> FileReport {
         errors,
         warnings: diagnostics.len().saturating_sub(errors),
         diagnostics,
+        policy: None,
         source: data,
     }
 }
@@ -128,6 +134,7 @@ struct JsonDoc<'a> {
 pub fn run(
     images: Vec<FileReport>,
     inputs: &[impl AsRef<Path>],
+    policy: Option<&crate::policy::Policy>,
     format: Format,
     out: &mut impl Write,
     err: &mut impl Write,
@@ -139,6 +146,11 @@ pub fn run(
     let files = inputs.iter().map(|i| check_input(i.as_ref()));
     for mut r in images.into_iter().chain(files) {
         all_valid &= r.valid;
+        if let Some(p) = policy
+            && r.valid
+        {
+            r.policy = policy::report(p, &r.source);
+        }
         if r.valid {
             valid_files = valid_files.saturating_add(1);
         } else {
@@ -245,7 +257,11 @@ fn write_text(out: &mut impl Write, r: &FileReport) -> std::io::Result<()> {
             plural(w, "warning")
         ),
     };
-    writeln!(out, "{summary}{counts}")
+    writeln!(out, "{summary}{counts}")?;
+    match &r.policy {
+        Some(p) => policy::write_text(out, &r.file, p),
+        None => Ok(()),
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {

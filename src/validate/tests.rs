@@ -97,6 +97,7 @@ fn unreadable_inputs_are_invalid_with_a_reason() {
     let ok = run(
         Vec::new(),
         &["/nonexistent/c.json"],
+        None,
         Format::Text,
         &mut out,
         &mut err,
@@ -111,6 +112,7 @@ fn unreadable_inputs_are_invalid_with_a_reason() {
     run(
         Vec::new(),
         &["/nonexistent/c.json"],
+        None,
         Format::Json,
         &mut out,
         &mut err,
@@ -137,4 +139,67 @@ fn json_reports_are_stable_for_tools() {
     assert_eq!(v["files"][0]["diagnostics"][0]["severity"], "error");
     assert_eq!(v["files"][0]["diagnostics"][0]["line"], 1);
     assert_eq!(v["files"][0]["diagnostics"][0]["column"], 2);
+}
+
+#[test]
+fn a_policy_reports_what_it_would_publish_and_hold_back() {
+    let dir = std::env::temp_dir().join(format!("validate-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("c.json");
+    std::fs::write(
+        &data,
+        r#"[{"metadata":{"name":"a"},"spec":{"version":"v1.0.0","type":"container","metadata":{"upgradeImage":"r/a","platforms":["linux/x86_64"]}}},
+            {"metadata":{"name":"b"},"spec":{"version":"v1.1.0","type":"container","metadata":{"upgradeImage":"r/b","platforms":["linux/aarch64"]}}}]"#,
+    )
+    .unwrap();
+    // A whole channel manifest, in YAML: its spec.versions.
+    let file = dir.join("policy.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: rancheros.cattle.io/v1\nkind: ManagedOSVersionChannel\nspec:\n  versions:\n    platforms: [linux/arm64]\n",
+    )
+    .unwrap();
+    let policy = policy::load(&file).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert!(
+        run(
+            Vec::new(),
+            &[&data],
+            Some(&policy),
+            Format::Text,
+            &mut out,
+            &mut err
+        )
+        .unwrap()
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(
+            "policy: 1 published, 1 held back (platforms 1); newest: b\n  held back: a (platforms)"
+        ),
+        "{text}"
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    run(
+        Vec::new(),
+        &[&data],
+        Some(&policy),
+        Format::Json,
+        &mut out,
+        &mut err,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["files"][0]["policy"]["held"][0]["rule"], "platforms");
+    // A bare spec.versions in JSON; a bad one names its field.
+    std::fs::write(&file, r#"{"include": [">=x"]}"#).unwrap();
+    let e = policy::load(&file).unwrap_err();
+    assert!(e.contains("spec.versions.include[0]"), "{e}");
+    std::fs::write(&file, "kind: Deployment\n").unwrap();
+    assert!(
+        policy::load(&file)
+            .unwrap_err()
+            .contains("without spec.versions")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

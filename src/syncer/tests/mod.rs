@@ -13,6 +13,7 @@ mod data;
 mod json;
 mod pod_images;
 mod pods;
+mod policy;
 mod status;
 mod timing;
 
