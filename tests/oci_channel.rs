@@ -10,6 +10,8 @@ use crate::common;
 mod layers;
 #[path = "oci_channel/mirror.rs"]
 mod mirror;
+#[path = "oci_channel/policy.rs"]
+mod policy;
 #[path = "oci_channel/registries.rs"]
 mod registries;
 #[path = "oci_channel/signatures.rs"]

@@ -293,11 +293,7 @@ impl ChannelIo for KubeIo {
         let (ns, name) = parts(key);
         let written = self
             .api::<ManagedOSVersionChannel>(&ns)
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"status": status})),
-            )
+            .patch_status(name, &PatchParams::default(), &whole_status(status)?)
             .await?;
         let (Some(scope), Some(rv)) = (self.scope(&ns), written.resource_version()) else {
             return Ok(true);
@@ -386,4 +382,16 @@ fn manager() -> PatchParams {
         field_manager: Some(crate::api::FIELD_MANAGER.into()),
         ..Default::default()
     }
+}
+
+/// The status written whole (a JSON patch adding `/status`), not merged: a merge patch
+/// cannot remove a field the new status leaves out, nor a key gone from one of its maps
+/// (`firstSeen`, `heldBack`).
+fn whole_status(
+    status: &ManagedOSVersionChannelStatus,
+) -> Result<Patch<ManagedOSVersionChannelStatus>, kube::Error> {
+    let ops = json!([{"op": "add", "path": "/status", "value": status}]);
+    serde_json::from_value(ops)
+        .map(Patch::Json)
+        .map_err(kube::Error::SerdeError)
 }

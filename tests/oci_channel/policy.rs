@@ -1,0 +1,199 @@
+//! `spec.versions` on the cluster: an Elemental channel image (OS images and ISOs, some
+//! for both architectures, some x86_64 only, one without `platforms`) read as `oci` by an
+//! ARM fleet's channel; then `keep`, which flags and never deletes; `minAge` across an
+//! operator restart; and `validate --policy` on the same file.
+
+use super::*;
+
+/// Elemental's shape, with the architectures real files carry: the kernel's names.
+fn mixed_platforms() -> Value {
+    let entry = |version: &str, kind: &str, platforms: Option<&[&str]>| {
+        let mut metadata = json!({"displayName": format!("SL Micro 6.1 {kind}")});
+        let image = format!(
+            "registry.suse.com/suse/sl-micro/6.1/baremetal-{kind}:{}",
+            &version[1..]
+        );
+        metadata[if kind == "iso" { "uri" } else { "upgradeImage" }] = json!(image);
+        if let Some(p) = platforms {
+            metadata["platforms"] = json!(p);
+        }
+        let kind_type = if kind == "iso" { "iso" } else { "container" };
+        json!({"metadata": {"name": format!("baremetal-{version}-{kind}")},
+               "spec": {"version": version, "type": kind_type, "metadata": metadata}})
+    };
+    let both: &[&str] = &["linux/x86_64", "linux/aarch64"];
+    let x86: &[&str] = &["linux/x86_64"];
+    json!([
+        entry("v2.2.0-3.15", "os", Some(both)),
+        entry("v2.2.0-3.15", "iso", Some(both)),
+        entry("v2.2.0-3.7", "os", Some(x86)),
+        entry("v2.2.0-3.7", "iso", Some(x86)),
+        entry("v2.1.1-3.36", "os", Some(both)),
+        entry("v2.1.1-3.29", "os", None),
+    ])
+}
+
+/// What an ARM fleet should see, by the file alone: entries listing aarch64, or no list.
+fn arm_entries(data: &Value) -> Vec<String> {
+    let mut names: Vec<String> = data
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| match e["spec"]["metadata"]["platforms"].as_array() {
+            None => true,
+            Some(p) => p.iter().any(|p| p == "linux/aarch64"),
+        })
+        .map(|e| e["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+fn flagged(v: &rancheros_operator::api::ManagedOSVersion) -> bool {
+    v.annotations()
+        .contains_key("rancheros.cattle.io/channel-no-longer-in-sync")
+}
+
+#[tokio::test]
+async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_flags() {
+    let mut t = TestNs::new("oci-policy").await;
+    let data = mixed_platforms();
+    let repo = format!("{}/elemental-channel", t.ns);
+    push_channel(&repo, "6.1-baremetal", &data);
+    start_pulling(&mut t, &FLAGS).await;
+    let image = format!("{}/{repo}:6.1-baremetal", registry());
+    let mut spec = oci(&image, json!({}));
+    spec["versions"] = json!({"platforms": ["linux/arm64"]});
+    spec["deleteNoLongerInSyncVersions"] = json!(true);
+    let ch = t.create_synced("arm", spec, SYNC).await;
+    let want = arm_entries(&data);
+    assert_eq!(want.len(), 4, "the file has 4 entries for aarch64 or any");
+    assert_eq!(t.version_names().await, want);
+    let status = ch.status.unwrap();
+    assert_eq!(
+        status.latest_version.as_deref(),
+        Some("baremetal-v2.2.0-3.15-iso")
+    );
+    assert_eq!(status.held_back, [("platforms".to_string(), 2)].into());
+    assert_eq!(status.synced_versions, Some(4));
+    assert_message_contains(
+        &t.channel("arm").await,
+        "2 held back by spec.versions (platforms 2)",
+    );
+
+    // keep: 1 (the newest version, its OS image and its ISO): the rest flagged, even with
+    // deleteNoLongerInSyncVersions, and none deleted.
+    let before = t.channel("arm").await;
+    t.patch_spec(
+        "arm",
+        json!({"versions": {"platforms": ["linux/arm64"], "keep": 1}}),
+    )
+    .await;
+    let ch = t.wait_next_attempt("arm", &before, SYNC).await;
+    assert_eq!(
+        ready_reason(&ch).as_deref(),
+        Some("Synchronized"),
+        "{:?}",
+        ch.status
+    );
+    let versions = t.versions().await;
+    assert_eq!(versions.len(), 4, "the policy deletes nothing");
+    let mut live: Vec<String> = versions
+        .iter()
+        .filter(|v| !flagged(v))
+        .map(|v| v.name_any())
+        .collect();
+    live.sort();
+    assert_eq!(
+        live,
+        ["baremetal-v2.2.0-3.15-iso", "baremetal-v2.2.0-3.15-os"]
+    );
+    assert_eq!(
+        ch.status.unwrap().held_back,
+        [("keep".to_string(), 2), ("platforms".to_string(), 2)].into()
+    );
+
+    // validate --policy says the same of the file.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("policy-{}", t.ns));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("c.json"), data.to_string()).unwrap();
+    std::fs::write(
+        dir.join("policy.yaml"),
+        "platforms: [linux/arm64]\nkeep: 1\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+        .args(["validate", "--format", "json", "--policy"])
+        .arg(dir.join("policy.yaml"))
+        .arg(dir.join("c.json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let policy = &report["files"][0]["policy"];
+    assert_eq!(policy["published"], 2, "{report:#}");
+    assert_eq!(
+        policy["held_back"],
+        json!({"keep": 2, "platforms": 2}),
+        "{report:#}"
+    );
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn min_age_is_timed_from_the_first_sync_across_an_operator_restart() {
+    let mut t = TestNs::new("oci-min-age").await;
+    let data = elemental(&["sl-micro-a", "sl-micro-b"]);
+    let repo = format!("{}/elemental-channel", t.ns);
+    push_channel(&repo, "v1", &data);
+    start_pulling(&mut t, &FLAGS).await;
+    let image = format!("{}/{repo}:v1", registry());
+    let mut spec = oci(&image, json!({}));
+    spec["versions"] = json!({"minAge": "40s"});
+    let ch = t.create_synced("wary", spec, SYNC).await;
+    assert!(
+        t.versions().await.is_empty(),
+        "nothing is published before its age"
+    );
+    let first_seen = ch.status.unwrap().first_seen;
+    assert_eq!(first_seen.len(), 2, "{first_seen:?}");
+    // Another operator process: it has only the status to go by.
+    t.kill_operator();
+    t.start_operator(&FLAGS);
+    let before = t.channel("wary").await;
+    let ch = t.sync_again("wary", "after-restart", &before, SYNC).await;
+    assert_eq!(
+        ch.status.as_ref().unwrap().first_seen,
+        first_seen,
+        "the clock kept"
+    );
+    assert!(t.versions().await.is_empty());
+    // Published by the sync that comes due when they are of age (no request needed), and
+    // never before it.
+    let versions = t
+        .eventually("the versions, of age", Duration::from_secs(120), || async {
+            let v = t.versions().await;
+            (v.len() == 2).then_some(v)
+        })
+        .await;
+    let seen = first_seen.values().map(|t| t.0).max().unwrap();
+    for v in &versions {
+        let created = v.metadata.creation_timestamp.as_ref().unwrap().0;
+        assert!(
+            created.duration_since(seen) >= k8s_openapi::jiff::SignedDuration::from_secs(39),
+            "{} created {created}, first seen {seen}",
+            v.name_any()
+        );
+    }
+    // (the status is written after the versions)
+    t.eventually("firstSeen emptied", SYNC, || async {
+        let ch = t.channel("wary").await;
+        ch.status.unwrap().first_seen.is_empty().then_some(())
+    })
+    .await;
+    t.cleanup().await;
+}
