@@ -1005,3 +1005,66 @@ pub fn mirror_rewrite(data: &[u8]) {
         );
     }
 }
+
+/// Channel policy (`spec.versions`): its first line is a policy (JSON), the rest channel
+/// data. Compiling never panics; applied, every listed version is published or held back
+/// (never both, never lost), the newest is published and no published version is newer,
+/// the counts add up, and a glob always matches its own text.
+pub fn policy_apply(data: &[u8]) {
+    use rancheros_operator::policy::{self, Policy, semver};
+    let text = String::from_utf8_lossy(data);
+    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
+    let _ = semver::Range::parse(first);
+    let _ = semver::Version::parse(first);
+    assert!(
+        policy::glob(first, first),
+        "{first:?} does not match itself"
+    );
+    let Ok(spec) = serde_json::from_str(first) else {
+        return;
+    };
+    let Ok(p) = Policy::compile(&spec) else {
+        return;
+    };
+    let Ok(parsed) = channel::parse(rest.as_bytes()) else {
+        return;
+    };
+    let items = parsed.versions;
+    let now: k8s_openapi::jiff::Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
+    let a = policy::apply(&p, &items, &HashSet::new(), &Default::default(), now);
+    assert_eq!(
+        a.published.len() + a.held.len(),
+        items.len(),
+        "lost or doubled"
+    );
+    for i in &a.published {
+        assert!(
+            !a.held.contains_key(&i.name),
+            "{} published and held",
+            i.name
+        );
+    }
+    assert_eq!(
+        a.counts().values().sum::<i64>(),
+        a.held.len() as i64,
+        "the counts"
+    );
+    match &a.latest {
+        None => assert!(a.published.is_empty()),
+        Some(latest) => {
+            let newest = a
+                .published
+                .iter()
+                .find(|i| &i.name == latest)
+                .expect("published");
+            for i in &a.published {
+                assert_ne!(
+                    policy::newest_first(i, newest),
+                    std::cmp::Ordering::Less,
+                    "{} is newer than the latest {latest}",
+                    i.name
+                );
+            }
+        }
+    }
+}

@@ -230,6 +230,11 @@ fn mirror_rewrite() {
 }
 
 #[test]
+fn policy_apply() {
+    fuzz("policy_apply", 20_000, props::policy_apply);
+}
+
+#[test]
 fn layer_walk() {
     fuzz("layer_walk", 2_000, props::layer_walk);
 }

@@ -36,6 +36,12 @@ pub struct SyncResult {
     pub changes: Option<Changes>,
     /// The changes include those of a sync that was under way when the request came.
     pub includes_earlier_sync: bool,
+    /// The newest version published (synchronized only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latest_version: Option<String>,
+    /// How many versions `spec.versions` held back, by rule (synchronized only).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub held_back: std::collections::BTreeMap<String, i64>,
 }
 
 impl SyncResult {
@@ -48,6 +54,8 @@ impl SyncResult {
             message: None,
             changes: None,
             includes_earlier_sync: false,
+            latest_version: None,
+            held_back: Default::default(),
         }
     }
 

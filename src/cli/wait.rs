@@ -163,6 +163,10 @@ impl Waits {
                     .because(crate::api::reason::SYNCHRONIZED, &message);
                 result.changes = Some(self.changes_of(ch).await?);
                 result.includes_earlier_sync = earlier;
+                if let Some(status) = &ch.status {
+                    result.latest_version = status.latest_version.clone();
+                    result.held_back = status.held_back.clone();
+                }
                 reporter.report(progress, result)
             }
             State::Failed { reason, message } => {
