@@ -711,6 +711,7 @@ pub fn syncer_decide(data: &[u8]) {
             last_modified: None,
         },
         not_modified: rest.first().is_some_and(|b| b % 2 == 1),
+        changelogs: None,
     };
     let log = String::from_utf8_lossy(&rest).into_owned();
 
@@ -886,6 +887,8 @@ fn layer_walk_once(data: &[u8]) {
             max_file: MAX_FILE,
             layer_budget: BUDGET,
             layer_limit: BUDGET,
+            // (changelogs collected on the way: the walk then reads a layer to its end)
+            changelogs: Some(Default::default()),
         };
         let found = layers::search(
             blob,

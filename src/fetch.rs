@@ -39,6 +39,8 @@ pub enum Response {
     Body {
         data: Vec<u8>,
         validators: Validators,
+        /// An oci image's changelogs, read with its channel file (`None`: not an image).
+        changelogs: Option<std::sync::Arc<crate::registry::changelogs::Changelogs>>,
     },
     /// 304: the body the validators stand for is still current.
     NotModified,
@@ -237,7 +239,11 @@ pub async fn get(
             Err(e) => return quiet(private, describe(&e, options.timeout)),
         }
     }
-    Response::Body { data, validators }
+    Response::Body {
+        data,
+        validators,
+        changelogs: None,
+    }
 }
 
 /// What a failed fetch toward a private address says.

@@ -100,6 +100,9 @@ enum Command {
     Suspend(cli::suspend::SuspendArgs),
     /// Resume a suspended channel (spec.suspend: false).
     Resume(cli::suspend::SuspendArgs),
+    /// Print a version's changelog, as its oci channel's image shipped it
+    /// (`/changelog/<version>.updates.log`). Exit 1 when it has none.
+    Changelog(cli::changelog::ChangelogArgs),
     /// Check a cluster before an install or upgrade: the CRDs match this binary, the
     /// operator's RBAC is in place, a leader holds the Lease.
     ///
@@ -269,6 +272,14 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             println!("GET {url}: HTTP {code}");
         }
         Command::Suspend(args) => set_suspend("suspend", args, true)?,
+        Command::Changelog(args) => {
+            let rt = current_thread()?;
+            let mut out = std::io::stdout().lock();
+            let found = rt.block_on(cli::changelog::run(args, &mut out, &mut std::io::stderr()));
+            if !cli_result("changelog", found)? {
+                return Ok(ExitCode::from(1));
+            }
+        }
         Command::Resume(args) => set_suspend("resume", args, false)?,
         Command::Check(args) => {
             let rt = current_thread()?;

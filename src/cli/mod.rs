@@ -12,6 +12,7 @@
 //! and the I/O:
 //! `sync` (with `wait`), `status`, `suspend`, `check`.
 
+pub mod changelog;
 pub mod changes;
 pub mod check;
 pub mod lease;

@@ -24,6 +24,7 @@ use crate::syncer::drift::Known;
 use merge::merged;
 
 mod merge;
+mod pages;
 
 /// What the json source answers.
 pub type Source = Box<dyn Fn(&Validators) -> Response + Send + Sync>;
@@ -51,6 +52,8 @@ pub struct World {
     pub known: HashMap<Key, String>,
     /// The operations performed, in order, with the channel or object they name.
     pub calls: Vec<String>,
+    /// The changelogs ConfigMaps as stored (`None`: removed).
+    pub changelogs: HashMap<Key, Option<crate::registry::changelogs::Changelogs>>,
     serial: u64,
 }
 
@@ -291,10 +294,23 @@ impl ChannelIo for FakeIo {
                     written.push((name.clone(), None));
                 }
                 Effect::MarkVersion { name, .. } => written.push((name.clone(), None)),
-                Effect::CreatePod(_) | Effect::DeletePod { .. } => {}
+                Effect::CreatePod(_) | Effect::DeletePod { .. } | Effect::Changelogs { .. } => {}
             }
         }
         Ok(written)
+    }
+
+    async fn store_changelogs(
+        &self,
+        channel: &ManagedOSVersionChannel,
+        name: &str,
+        files: Option<&crate::registry::changelogs::Changelogs>,
+    ) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        world.call("store_changelogs", name)?;
+        let key = key_of(&channel.namespace().unwrap_or_default(), name);
+        world.changelogs.insert(key, files.cloned());
+        Ok(())
     }
 
     async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
@@ -397,25 +413,9 @@ impl ChannelIo for FakeIo {
         key: &Key,
         continue_token: Option<String>,
     ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
-        // Pages of two, so that the finalizer's paging is exercised: the token is the
-        // index of the page's first entry.
-        const PAGE: usize = 2;
         let mut world = self.world();
         world.call("labelled_versions", &key.name)?;
-        let start: usize = continue_token.and_then(|t| t.parse().ok()).unwrap_or(0);
-        let mut all: Vec<ObjectMeta> = world
-            .versions
-            .iter()
-            .filter(|(k, v)| {
-                k.namespace == key.namespace
-                    && v.labels().get(crate::api::CHANNEL_LABEL) == Some(&key.name)
-            })
-            .map(|(_, v)| v.metadata.clone())
-            .collect();
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        let end = start.saturating_add(PAGE).min(all.len());
-        let next = (end < all.len()).then(|| end.to_string());
-        Ok((all.get(start..end).unwrap_or_default().to_vec(), next))
+        Ok(pages::page(&world.versions, key, continue_token))
     }
 
     async fn read_version(

@@ -113,6 +113,15 @@ pub trait ChannelIo: Send + Sync + 'static {
         effects: &[Effect],
     ) -> impl Future<Output = Result<Vec<Written>, Error>> + Send;
 
+    /// Stores a channel's changelogs in the ConfigMap `name` (owned by the channel, so it
+    /// goes with it), or removes that ConfigMap (`files: None`; absent is fine).
+    fn store_changelogs(
+        &self,
+        channel: &crate::api::ManagedOSVersionChannel,
+        name: &str,
+        files: Option<&crate::registry::changelogs::Changelogs>,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
     fn create_pod(
         &self,
         namespace: &str,

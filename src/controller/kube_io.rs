@@ -259,6 +259,39 @@ impl ChannelIo for KubeIo {
             .await
     }
 
+    async fn store_changelogs(
+        &self,
+        channel: &ManagedOSVersionChannel,
+        name: &str,
+        files: Option<&crate::registry::changelogs::Changelogs>,
+    ) -> Result<(), kube::Error> {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let ns = channel.namespace().unwrap_or_default();
+        let api = self.api::<ConfigMap>(&ns);
+        let Some(files) = files else {
+            return match api.delete(name, &Default::default()).await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                other => other.map(drop),
+            };
+        };
+        let owner: Vec<_> = kube::Resource::controller_owner_ref(channel, &())
+            .into_iter()
+            .collect();
+        let map = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": {crate::api::CHANNEL_LABEL: channel.name_any()},
+                "ownerReferences": owner,
+            },
+            "data": files.files,
+        });
+        api.patch(name, &manager().force(), &Patch::Apply(map))
+            .await
+            .map(drop)
+    }
+
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::Error> {
         self.api::<Pod>(namespace)
             .delete(name, &delete_uid(uid, false))

@@ -67,16 +67,22 @@ impl<I: ChannelIo> Context<I> {
             }
         };
         match response {
-            Response::Body { data, validators } => Fetched::Body {
+            Response::Body {
+                data,
+                validators,
+                changelogs,
+            } => Fetched::Body {
                 data: data.into(),
                 validators,
                 not_modified: false,
+                changelogs,
             },
             Response::NotModified => match kept {
                 Some(body) => Fetched::Body {
                     data: body.data,
                     validators: body.validators,
                     not_modified: true,
+                    changelogs: None,
                 },
                 None => Fetched::Failed(remote.unexplained_not_modified()),
             },
@@ -91,6 +97,7 @@ impl<I: ChannelIo> Context<I> {
             data,
             validators,
             not_modified: false,
+            ..
         } = fetched
         else {
             return;

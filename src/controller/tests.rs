@@ -204,6 +204,7 @@ async fn an_api_error_is_a_failed_sync_and_a_status_that_cannot_be_written_backs
     h.ctx.io.world().source = Some(Box::new(|_: &Validators| Response::Body {
         data: DATA.as_bytes().to_vec(),
         validators: Validators::default(),
+        changelogs: None,
     }));
     h.ctx.io.world().failing.insert("versions", 429);
     h.ok(&c).await;
@@ -332,6 +333,7 @@ async fn an_orphan_channel_gets_the_finalizer_and_leaves_its_versions_when_delet
     h.ctx.io.world().source = Some(Box::new(|_: &Validators| Response::Body {
         data: DATA.as_bytes().to_vec(),
         validators: Validators::default(),
+        changelogs: None,
     }));
     h.ok(&c).await;
     assert_eq!(h.channel(&c).finalizers(), [ORPHAN_FINALIZER]);
@@ -414,6 +416,7 @@ async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_
     h.ctx.io.world().source = Some(Box::new(|_: &Validators| Response::Body {
         data: DATA.as_bytes().to_vec(),
         validators: Validators::default(),
+        changelogs: None,
     }));
     h.ok(&c).await;
     let owner = |h: &Harness| {

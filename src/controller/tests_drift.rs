@@ -39,6 +39,7 @@ async fn a_version_changed_at_a_resource_version_the_operator_did_not_write_is_r
         world.source = Some(Box::new(|_: &Validators| Response::Body {
             data: DATA.as_bytes().to_vec(),
             validators: Validators::default(),
+            changelogs: None,
         }));
     }
     h.ok(&c).await;

@@ -23,6 +23,7 @@ async fn an_oci_channel_pulls_without_a_pod_and_an_unchanged_digest_still_repair
                     etag: Some(REVISION.into()),
                     last_modified: None,
                 },
+                changelogs: None,
             }
         }
     }));

@@ -96,7 +96,9 @@ impl<'a> VersionWrite<'a> {
                 uid,
                 before: Some(before),
             },
-            Effect::CreatePod(_) | Effect::DeletePod { .. } => return None,
+            Effect::CreatePod(_) | Effect::DeletePod { .. } | Effect::Changelogs { .. } => {
+                return None;
+            }
         })
     }
 

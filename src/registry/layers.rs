@@ -106,6 +106,8 @@ pub struct Bounds {
     pub max_file: u64,
     pub layer_budget: u64,
     pub layer_limit: u64,
+    /// Changelogs to collect on the way (`None`: only the file is looked for).
+    pub changelogs: Option<super::changelogs::Changelogs>,
 }
 
 /// Reads `blob` (its digest and size as the manifest gives them) and says whether it holds
@@ -177,7 +179,14 @@ pub fn search_reserving(
             left: bounds.layer_budget,
             exceeded: false,
         };
-        let result = walk(&mut counted, path, digest_name, bounds.max_file, reserve);
+        let result = walk(
+            &mut counted,
+            path,
+            digest_name,
+            bounds.max_file,
+            reserve,
+            bounds.changelogs.as_mut(),
+        );
         bounds.layer_budget = counted.left;
         if counted.exceeded {
             return Err(LayerError::TooMuch {

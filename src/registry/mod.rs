@@ -16,6 +16,7 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 
 pub mod auth;
+pub mod changelogs;
 mod get;
 pub mod layers;
 pub mod manifest;

@@ -5,6 +5,7 @@ use reqwest::Method;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use super::changelogs::Changelogs;
 use super::get::{get_blob, get_manifest};
 use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, Manifest};
@@ -80,12 +81,13 @@ pub async fn pull(
             crate::duration::format(timeout)
         )),
         Ok(Ok(None)) => Response::NotModified,
-        Ok(Ok(Some((data, revision)))) => Response::Body {
+        Ok(Ok(Some((data, revision, changelogs)))) => Response::Body {
             data,
             validators: Validators {
                 etag: Some(revision),
                 last_modified: None,
             },
+            changelogs: changelogs.map(std::sync::Arc::new),
         },
         Ok(Err(PullError::Unverified(why))) => {
             Response::Unverified(format!("verifying {image}: {why}"))
@@ -103,7 +105,7 @@ async fn run(
     max_layer_bytes: u64,
     max_bytes: u64,
     hold: &mut Hold,
-) -> Result<Option<(Vec<u8>, String)>, PullError> {
+) -> Result<Option<(Vec<u8>, String, Option<Changelogs>)>, PullError> {
     let image = &options.image;
     let (digest, revision) = match &image.reference {
         Reference::Digest(d) => (Some(d.clone()), d.clone()),
@@ -186,7 +188,7 @@ async fn run(
             }
             Manifest::Image(layers) => {
                 let named = format!("{}@{top_digest}", image.repo());
-                let data = read_data(
+                let (data, changelogs) = read_data(
                     session,
                     options,
                     &layers,
@@ -196,7 +198,7 @@ async fn run(
                     hold,
                 )
                 .await?;
-                return Ok(Some((data, revision)));
+                return Ok(Some((data, revision, changelogs)));
             }
         }
     }
@@ -242,7 +244,7 @@ async fn read_data(
     max_layer_bytes: u64,
     max_bytes: u64,
     hold: &mut Hold,
-) -> Result<Vec<u8>, PullError> {
+) -> Result<(Vec<u8>, Option<Changelogs>), PullError> {
     if let Some(data) = layers
         .iter()
         .find(|l| DATA_TYPES.contains(&l.media_type.as_str()))
@@ -272,7 +274,8 @@ async fn read_data(
                 )));
             }
         }
-        return Ok(body);
+        // (an artifact is its data: no files beside it)
+        return Ok((body, None));
     }
     let path = options.path.clone();
     // The layer search runs in a blocking task, which a timed-out or dropped pull would not
@@ -284,6 +287,7 @@ async fn read_data(
         max_file: max_bytes,
         layer_budget: max_layer_bytes,
         layer_limit: max_layer_bytes,
+        changelogs: Some(Changelogs::default()),
     };
     for layer in layers.iter().rev() {
         let compression = manifest::compression(&layer.media_type).ok_or_else(|| {
@@ -359,7 +363,7 @@ async fn read_data(
         bounds = left;
         match found? {
             // Its room was taken before it was read (`reserve`).
-            Found::File(data) => return Ok(data),
+            Found::File(data) => return Ok((data, bounds.changelogs)),
             Found::Gone => break,
             Found::Absent => {}
         }

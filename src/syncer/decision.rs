@@ -13,6 +13,9 @@ pub enum Fetched {
         /// The server answered 304 and `data` is the body it confirmed: still compared
         /// with the versions, so that drift is repaired.
         not_modified: bool,
+        /// An oci image's changelogs, when its data was read now (`None`: not an image,
+        /// or the data kept from before).
+        changelogs: Option<Arc<crate::registry::changelogs::Changelogs>>,
     },
     Failed(String),
     /// `spec.verify` refused the image: nothing of it is used.
@@ -81,6 +84,12 @@ pub enum Effect {
         uid: String,
         no_longer_in_sync: bool,
     },
+    /// Store (`Some`) or remove (`None`) the channel's changelogs, in the ConfigMap `name`
+    /// (an oci image's `/changelog/*.updates.log`, read with its data).
+    Changelogs {
+        name: String,
+        files: Option<Arc<crate::registry::changelogs::Changelogs>>,
+    },
     /// Delete the version with this uid; `before`: the version as the sync read it.
     DeleteVersion {
         name: String,
@@ -102,6 +111,11 @@ impl Effect {
             } => format!("flag version {name}"),
             Effect::MarkVersion { name, .. } => format!("unflag version {name}"),
             Effect::DeleteVersion { name, .. } => format!("delete version {name}"),
+            Effect::Changelogs {
+                name,
+                files: Some(f),
+            } => format!("store {} changelogs in configmap {name}", f.files.len()),
+            Effect::Changelogs { name, .. } => format!("remove configmap {name}"),
         }
     }
 }

@@ -48,6 +48,7 @@ impl Decider<'_> {
                 data,
                 validators,
                 not_modified,
+                changelogs,
             } => {
                 let revision = validators
                     .etag
@@ -61,6 +62,11 @@ impl Decider<'_> {
                     && let Some(c) = status.conditions.iter_mut().find(|c| c.type_ == READY)
                 {
                     c.message.push_str(&format!(" ({unchanged})"));
+                }
+                if d.outcome == Some(Outcome::Synchronized)
+                    && let Some(found) = changelogs
+                {
+                    self.store_changelogs(&mut d, found);
                 }
                 d
             }
@@ -80,6 +86,32 @@ impl Decider<'_> {
         });
         // The data came: its signature verified, whatever the data then holds.
         self.source_verified(d, verdict)
+    }
+
+    /// The image's changelogs, stored after the versions (none found: the ConfigMap goes);
+    /// files left out are said in an Event.
+    fn store_changelogs(
+        &self,
+        d: &mut Decision,
+        found: &Arc<crate::registry::changelogs::Changelogs>,
+    ) {
+        use crate::registry::changelogs::{self, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+        d.effects.push(Effect::Changelogs {
+            name: changelogs::configmap_name(&self.ch.name_any()),
+            files: (!found.files.is_empty()).then(|| Arc::clone(found)),
+        });
+        if found.left_out > 0 {
+            d.events.push(Note {
+                warning: true,
+                reason: "ChangelogsLeftOut",
+                message: format!(
+                    "{} changelogs of the image were left out: over {} KiB each, {} KiB in all, or not named after a version",
+                    found.left_out,
+                    MAX_FILE_BYTES >> 10,
+                    MAX_TOTAL_BYTES >> 10
+                ),
+            });
+        }
     }
 
     /// `SourceVerified` set to the verdict (left out without one: the channel is not

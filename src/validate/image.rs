@@ -109,7 +109,9 @@ pub async fn pull_with(
     )
     .await
     {
-        Response::Body { data, validators } => {
+        Response::Body {
+            data, validators, ..
+        } => {
             let revision = validators.etag.unwrap_or_default();
             let digest = revision.rsplit('@').next().unwrap_or_default();
             Ok((

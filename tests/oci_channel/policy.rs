@@ -1,7 +1,8 @@
 //! `spec.versions` on the cluster: an Elemental channel image (OS images and ISOs, some
-//! for both architectures, some x86_64 only, one without `platforms`) read as `oci` by an
-//! ARM fleet's channel; then `keep`, which flags and never deletes; `minAge` across an
-//! operator restart; and `validate --policy` on the same file.
+//! for both architectures, some x86_64 only, one without `platforms`; changelogs beside
+//! the file and in a layer above it) read as `oci` by an ARM fleet's channel, and
+//! `changelog` printing them; then `keep`, which flags and never deletes; `minAge` across
+//! an operator restart; and `validate --policy` on the same file.
 
 use super::*;
 
@@ -59,7 +60,32 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
     let mut t = TestNs::new("oci-policy").await;
     let data = mixed_platforms();
     let repo = format!("{}/elemental-channel", t.ns);
-    push_channel(&repo, "6.1-baremetal", &data);
+    // Built as the channel images are (a busybox rootfs, /channel.json), with the
+    // changelogs of two versions in a layer of their own, and one beside the file.
+    let l = Layout::new(&format!("{}-changelogs", t.ns));
+    let os_log = "- kernel: 6.4.0-29 (CVE-2025-1234)\n- üñïçødé and a tab\there\n";
+    let logs = tar_of(&[
+        (
+            "changelog/baremetal-v2.2.0-3.15-os.updates.log",
+            os_log.as_bytes(),
+        ),
+        (
+            "changelog/baremetal-v2.2.0-3.7-os.updates.log",
+            b"- x86 only\n",
+        ),
+    ]);
+    let top = tar_of(&[
+        ("channel.json", data.to_string().as_bytes()),
+        (
+            "changelog/baremetal-v2.1.1-3.36-os.updates.log",
+            b"- beside the file\n",
+        ),
+    ]);
+    let desc = l.image(
+        &[gz_layer(&rootfs()), gz_layer(&top), gz_layer(&logs)],
+        "amd64",
+    );
+    l.push(desc, &repo, "6.1-baremetal");
     start_pulling(&mut t, &FLAGS).await;
     let image = format!("{}/{repo}:6.1-baremetal", registry());
     let mut spec = oci(&image, json!({}));
@@ -80,6 +106,41 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
         &t.channel("arm").await,
         "2 held back by spec.versions (platforms 2)",
     );
+
+    // The changelogs, as the image ships them; a version without one says so (exit 1).
+    let changelog = |version: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(["changelog", &format!("{}/{version}", t.ns)])
+            .output()
+            .unwrap()
+    };
+    let out = changelog("baremetal-v2.2.0-3.15-os");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), os_log);
+    let out = changelog("baremetal-v2.1.1-3.36-os");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "- beside the file\n"
+    );
+    let out = changelog("baremetal-v2.2.0-3.15-iso");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "error: version {}/baremetal-v2.2.0-3.15-iso has no changelog (the image of channel arm ships none for it)\n",
+            t.ns
+        )
+    );
+    // In one ConfigMap the channel owns (it goes with the channel).
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(t.client.clone(), &t.ns);
+    let map = maps.get("arm-changelogs").await.unwrap();
+    assert_eq!(map.data.as_ref().unwrap().len(), 3);
+    assert_eq!(map.owner_references()[0].name, "arm");
 
     // keep: 1 (the newest version, its OS image and its ISO): the rest flagged, even with
     // deleteNoLongerInSyncVersions, and none deleted.
@@ -112,6 +173,13 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
         ch.status.unwrap().held_back,
         [("keep".to_string(), 2), ("platforms".to_string(), 2)].into()
     );
+
+    // The image re-pushed without changelogs: the ConfigMap goes.
+    push_channel(&repo, "6.1-baremetal", &data);
+    let before = t.channel("arm").await;
+    t.sync_again("arm", "no-changelogs", &before, SYNC).await;
+    assert!(maps.get_opt("arm-changelogs").await.unwrap().is_none());
+    assert_eq!(changelog("baremetal-v2.2.0-3.15-os").status.code(), Some(1));
 
     // validate --policy says the same of the file.
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("policy-{}", t.ns));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::{Attempt, ChannelIo, Decision, Effect, Error, kube_err};
 
@@ -37,11 +37,21 @@ impl<I: ChannelIo> Attempt<'_, I> {
         if !decision.verified.is_empty() {
             io.remember_verified(&self.namespace, &decision.verified);
         }
-        if !decision.effects.iter().any(is_version_write) {
-            return Ok(());
+        if decision.effects.iter().any(is_version_write) {
+            io.write_versions(&self.namespace, &decision.effects)
+                .await?;
         }
-        io.write_versions(&self.namespace, &decision.effects)
-            .await?;
+        // After the versions; a refusal (RBAC without ConfigMaps, a quota) is logged, and
+        // the sync stands: changelogs are a reader's aid, not the channel's data.
+        for effect in &decision.effects {
+            if let Effect::Changelogs { name, files } = effect
+                && let Err(e) = io
+                    .store_changelogs(&self.channel, name, files.as_deref())
+                    .await
+            {
+                warn!(configmap = %name, "the changelogs were not stored: {e}");
+            }
+        }
         Ok(())
     }
 }

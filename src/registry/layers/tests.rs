@@ -45,6 +45,7 @@ fn bounds() -> Bounds {
         max_file: 1 << 20,
         layer_budget: 64 << 20,
         layer_limit: 64 << 20,
+        changelogs: None,
     }
 }
 
@@ -238,3 +239,5 @@ fn end(mut layer: Vec<u8>) -> Vec<u8> {
 mod records;
 // zstd frames, gzip members, what follows the tar, digests, and the memory bound.
 mod streams;
+// Changelogs collected on the way to the file.
+mod changelogs;

@@ -5,6 +5,7 @@
 use std::io::{self, Read};
 
 use super::{Found, LayerError, MAX_LONG_NAME, MAX_PAX_RECORD, Reserve};
+use crate::registry::changelogs::Changelogs;
 
 /// Why a walk stopped: the stream could not be read, or the layer breaks a bound.
 pub(super) enum Walk {
@@ -28,8 +29,11 @@ pub(super) fn walk(
     digest: &str,
     max_file: u64,
     reserve: &mut Reserve<'_>,
+    mut changelogs: Option<&mut Changelogs>,
 ) -> Result<Found, Walk> {
     let mut gone = false;
+    // With changelogs wanted, the walk goes on past the file to the layer's end.
+    let mut file = None;
     let mut next = Pending::default();
     let mut header = tar::Header::new_old();
     loop {
@@ -105,12 +109,24 @@ pub(super) fn walk(
                 }));
             }
             reserve(size).map_err(|why| Walk::Layer(LayerError::NoRoom { why }))?;
-            let mut data = Vec::new();
-            (&mut decoded).take(size).read_to_end(&mut data)?;
-            if (data.len() as u64) < size {
-                return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+            let data = read_exactly(&mut decoded, size)?;
+            skip(&mut decoded, padded(size)?.saturating_sub(size))?;
+            if changelogs.is_none() {
+                return Ok(Found::File(data));
             }
-            return Ok(Found::File(data));
+            file = Some(data);
+            continue;
+        }
+        if let (Some(logs), Some(version)) =
+            (changelogs.as_deref_mut(), Changelogs::version_of(&name))
+            && kind.is_file()
+            && logs.wants(version, size)
+        {
+            reserve(size).map_err(|why| Walk::Layer(LayerError::NoRoom { why }))?;
+            let data = read_exactly(&mut decoded, size)?;
+            skip(&mut decoded, padded(size)?.saturating_sub(size))?;
+            logs.add(version, &data);
+            continue;
         }
         if kind.is_gnu_sparse() {
             skip_sparse_extensions(&mut decoded, &header)?;
@@ -126,7 +142,21 @@ pub(super) fn walk(
             gone = true;
         }
     }
-    Ok(if gone { Found::Gone } else { Found::Absent })
+    Ok(match file {
+        Some(data) => Found::File(data),
+        None if gone => Found::Gone,
+        None => Found::Absent,
+    })
+}
+
+/// Exactly `size` bytes of the stream (an entry's data).
+fn read_exactly(decoded: &mut impl Read, size: u64) -> Result<Vec<u8>, Walk> {
+    let mut data = Vec::new();
+    decoded.take(size).read_to_end(&mut data)?;
+    if (data.len() as u64) < size {
+        return Err(io::Error::from(io::ErrorKind::UnexpectedEof).into());
+    }
+    Ok(data)
 }
 
 /// What extension records say of the entry after them.

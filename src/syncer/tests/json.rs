@@ -27,6 +27,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
             last_modified: Some("Mon, 30 Nov 2026 10:00:00 GMT".into()),
         },
         not_modified,
+        changelogs: None,
     };
     let first = body(false);
     let d = fetched(&ch, &first, 0);
@@ -97,6 +98,7 @@ fn a_json_body_that_breaks_a_rule_is_not_quoted() {
             .into(),
         validators: Default::default(),
         not_modified: false,
+        changelogs: None,
     };
     let d = fetched(&ch, &body, 0);
     assert_eq!(ready(&d).reason, "FailedToSync");

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntr
 pub(crate) use serde_json::{Value, json};
 
 mod bounds;
+mod changelogs;
 mod data;
 mod json;
 mod pod_images;

@@ -22,6 +22,7 @@ fn body() -> Fetched {
         data: DATA.as_bytes().into(),
         validators: Default::default(),
         not_modified: false,
+        changelogs: None,
     }
 }
 

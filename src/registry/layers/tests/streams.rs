@@ -244,6 +244,7 @@ fn one_search_holds_its_documented_bound_whatever_the_layer_declares() {
         max_file: 1 << 20,
         layer_budget: 1 << 30,
         layer_limit: 1 << 30,
+        changelogs: None,
     };
     // A long name of 32 MiB really there (a gzip of 32 KiB): refused, nothing of it held.
     let mut layer = entry(b'L', "././@LongLink", 32 << 20, &vec![b'a'; 32 << 20]);
