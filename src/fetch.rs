@@ -40,7 +40,7 @@ pub enum Response {
         data: Vec<u8>,
         validators: Validators,
         /// An oci image's changelogs, read with its channel file (`None`: not an image).
-        changelogs: Option<std::sync::Arc<crate::registry::changelogs::Changelogs>>,
+        changelogs: Option<std::sync::Arc<crate::channel::changelogs::Changelogs>>,
     },
     /// 304: the body the validators stand for is still current.
     NotModified,

@@ -14,6 +14,7 @@
 // Channel data is untrusted input: no indexing that could panic (checked access only).
 #![cfg_attr(not(test), deny(clippy::indexing_slicing))]
 
+pub mod changelogs;
 mod checker;
 mod depth;
 pub mod images;

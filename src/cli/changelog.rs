@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::output::Format;
 use super::{ChannelArg, CliError, ClusterArgs};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersion};
-use crate::registry::changelogs;
+use crate::channel::changelogs;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChangelogArgs {

@@ -53,7 +53,7 @@ pub struct World {
     /// The operations performed, in order, with the channel or object they name.
     pub calls: Vec<String>,
     /// The changelogs ConfigMaps as stored (`None`: removed).
-    pub changelogs: HashMap<Key, Option<crate::registry::changelogs::Changelogs>>,
+    pub changelogs: HashMap<Key, Option<crate::channel::changelogs::Changelogs>>,
     serial: u64,
 }
 
@@ -304,7 +304,7 @@ impl ChannelIo for FakeIo {
         &self,
         channel: &ManagedOSVersionChannel,
         name: &str,
-        files: Option<&crate::registry::changelogs::Changelogs>,
+        files: Option<&crate::channel::changelogs::Changelogs>,
     ) -> Result<(), kube::Error> {
         let mut world = self.world();
         world.call("store_changelogs", name)?;

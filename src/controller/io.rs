@@ -119,7 +119,7 @@ pub trait ChannelIo: Send + Sync + 'static {
         &self,
         channel: &crate::api::ManagedOSVersionChannel,
         name: &str,
-        files: Option<&crate::registry::changelogs::Changelogs>,
+        files: Option<&crate::channel::changelogs::Changelogs>,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
     fn create_pod(

@@ -263,7 +263,7 @@ impl ChannelIo for KubeIo {
         &self,
         channel: &ManagedOSVersionChannel,
         name: &str,
-        files: Option<&crate::registry::changelogs::Changelogs>,
+        files: Option<&crate::channel::changelogs::Changelogs>,
     ) -> Result<(), kube::Error> {
         use k8s_openapi::api::core::v1::ConfigMap;
         let ns = channel.namespace().unwrap_or_default();

@@ -15,6 +15,7 @@ pub mod plan;
 mod referrers;
 mod source;
 mod store;
+mod walk;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -27,10 +28,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::ImageRef;
-use copy::{State, Stats, copy_image, publish};
+use copy::{copy_image, publish};
 use layout::Layout;
 use plan::{Dest, Source};
 use store::{Registries, Store};
+use walk::{State, Stats};
 
 /// The largest channel data read from a file, URL or layout.
 const MAX_DATA_BYTES: u64 = 16 << 20;

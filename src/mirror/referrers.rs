@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::registry::{self, PullError, manifest::OCI_INDEX};
 
 use super::Mode;
-use super::copy::{State, Walk};
 use super::store::{Loc, Store};
+use super::walk::{State, Walk};
 
 /// The referrers tag of `digest` (the distribution spec's fallback for registries without
 /// the referrers API): `<algorithm>-<hex>`.

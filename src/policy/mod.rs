@@ -240,7 +240,7 @@ pub struct Applied {
     pub held: BTreeMap<String, Rule>,
     /// `status.firstSeen` as it should be now.
     pub first_seen: BTreeMap<String, Timestamp>,
-    /// The name of the newest version published.
+    /// The name of the newest version published (none is semver: `None`).
     pub latest: Option<String>,
     /// When the next version `minAge` holds comes of age.
     pub ripens_in: Option<Duration>,
@@ -365,7 +365,11 @@ pub fn apply(
             false
         });
     }
-    out.latest = candidates.first().map(|i| i.name.clone());
+    // (none when no published version is semver: "newest" would mean nothing)
+    out.latest = candidates
+        .first()
+        .filter(|i| order_key(i).is_some())
+        .map(|i| i.name.clone());
     // Written in the source's order, as without a policy.
     let place: std::collections::HashMap<&str, usize> = items
         .iter()

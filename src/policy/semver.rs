@@ -23,24 +23,13 @@ enum Ident {
 }
 
 impl Version {
-    /// `[v]MAJOR.MINOR.PATCH[-PRE][+BUILD]`; `None` for anything else.
+    /// `[v]MAJOR[.MINOR[.PATCH]][-PRE][+BUILD]` (a missing number is 0: channels write
+    /// `v2`); `None` for anything else.
     pub fn parse(text: &str) -> Option<Version> {
-        let (core, pre) = split(text)?;
-        let mut parts = core.split('.');
-        let mut numbers = [0u64; 3];
-        for n in &mut numbers {
-            *n = number(parts.next()?)?;
-        }
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(Version {
-            core: numbers,
-            pre: idents(pre)?,
-        })
+        Version::bound(text).map(|(v, _)| v)
     }
 
-    /// A range's bound: one to three numbers (`3` is `3.0.0`), a pre-release allowed.
+    /// One to three numbers (`3` is `3.0.0`), a pre-release allowed; whether it has one.
     fn bound(text: &str) -> Option<(Version, bool)> {
         let (core, pre) = split(text)?;
         let mut numbers = [0u64; 3];
@@ -233,9 +222,11 @@ mod tests {
             assert!(v(pair[0]) < v(pair[1]), "{pair:?}");
         }
         assert_eq!(v("1.2.3+build.5").cmp(&v("v1.2.3")), Ordering::Equal);
+        assert_eq!(v("v2").cmp(&v("2.0.0")), Ordering::Equal);
+        assert!(v("v1") < v("1.0.1"));
         for bad in [
             "",
-            "1.2",
+            "1..2",
             "1.2.3.4",
             "latest",
             "1.x.0",

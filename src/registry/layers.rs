@@ -107,7 +107,7 @@ pub struct Bounds {
     pub layer_budget: u64,
     pub layer_limit: u64,
     /// Changelogs to collect on the way (`None`: only the file is looked for).
-    pub changelogs: Option<super::changelogs::Changelogs>,
+    pub changelogs: Option<crate::channel::changelogs::Changelogs>,
 }
 
 /// Reads `blob` (its digest and size as the manifest gives them) and says whether it holds

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 
 pub mod auth;
-pub mod changelogs;
 mod get;
 pub mod layers;
 pub mod manifest;

@@ -5,13 +5,13 @@ use reqwest::Method;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::changelogs::Changelogs;
 use super::get::{get_blob, get_manifest};
 use super::layers::{self, Bounds, Found, Transport};
 use super::manifest::{self, ACCEPT, DATA_TYPES, Descriptor, Manifest};
 use super::session::{Session, chunks, read_capped};
 use super::{Access, Client, PullError, matches, sha256, signature, status_error};
 use crate::budget::Hold;
+use crate::channel::changelogs::Changelogs;
 use crate::config::{OciOptions, Reference};
 use crate::fetch::{Response, Validators};
 

@@ -15,7 +15,7 @@ pub enum Fetched {
         not_modified: bool,
         /// An oci image's changelogs, when its data was read now (`None`: not an image,
         /// or the data kept from before).
-        changelogs: Option<Arc<crate::registry::changelogs::Changelogs>>,
+        changelogs: Option<Arc<crate::channel::changelogs::Changelogs>>,
     },
     Failed(String),
     /// `spec.verify` refused the image: nothing of it is used.
@@ -88,7 +88,7 @@ pub enum Effect {
     /// (an oci image's `/changelog/*.updates.log`, read with its data).
     Changelogs {
         name: String,
-        files: Option<Arc<crate::registry::changelogs::Changelogs>>,
+        files: Option<Arc<crate::channel::changelogs::Changelogs>>,
     },
     /// Delete the version with this uid; `before`: the version as the sync read it.
     DeleteVersion {

@@ -93,9 +93,9 @@ impl Decider<'_> {
     fn store_changelogs(
         &self,
         d: &mut Decision,
-        found: &Arc<crate::registry::changelogs::Changelogs>,
+        found: &Arc<crate::channel::changelogs::Changelogs>,
     ) {
-        use crate::registry::changelogs::{self, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+        use crate::channel::changelogs::{self, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
         d.effects.push(Effect::Changelogs {
             name: changelogs::configmap_name(&self.ch.name_any()),
             files: (!found.files.is_empty()).then(|| Arc::clone(found)),

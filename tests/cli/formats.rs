@@ -164,6 +164,7 @@ async fn status_and_sync_as_json_and_yaml_carry_the_fields_and_the_changed_names
             "changes": {"created": ["c"], "updated": ["a"], "flagged": ["b"],
                         "unflagged": [], "deleted": []},
             "includesEarlierSync": false,
+            "latestVersion": "a",
         }]})
     );
     // Without --wait, as YAML: requested.

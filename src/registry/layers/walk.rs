@@ -5,7 +5,7 @@
 use std::io::{self, Read};
 
 use super::{Found, LayerError, MAX_LONG_NAME, MAX_PAX_RECORD, Reserve};
-use crate::registry::changelogs::Changelogs;
+use crate::channel::changelogs::Changelogs;
 
 /// Why a walk stopped: the stream could not be read, or the layer breaks a bound.
 pub(super) enum Walk {

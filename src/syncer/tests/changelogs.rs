@@ -2,7 +2,7 @@
 //! read now, removed when the image has none, left alone when the data was kept.
 
 use super::*;
-use crate::registry::changelogs::Changelogs;
+use crate::channel::changelogs::Changelogs;
 
 fn oci_channel() -> ManagedOSVersionChannel {
     channel(json!({"type": "oci", "options": {"image": "registry.example.com/os/channel:v1"}}))

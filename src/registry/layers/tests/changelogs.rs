@@ -1,7 +1,7 @@
 //! Changelogs collected in the same pass as the channel file.
 
 use super::*;
-use crate::registry::changelogs::{Changelogs, MAX_FILE_BYTES};
+use crate::channel::changelogs::{Changelogs, MAX_FILE_BYTES};
 
 fn collecting() -> Bounds {
     Bounds {
@@ -70,6 +70,20 @@ fn a_layer_above_the_file_gives_its_changelogs_first() {
     assert!(plain.changelogs.is_none());
 }
 
+/// The layer searched with `reserve` asked for room (changelogs collected).
+fn reserving(layer: &[u8], reserve: &mut Reserve<'_>) -> Result<Found, LayerError> {
+    let mut b = collecting();
+    search_reserving(
+        layer,
+        Compression::None,
+        "/channel.json",
+        &sha(layer),
+        layer.len() as u64,
+        &mut b,
+        reserve,
+    )
+}
+
 #[test]
 fn a_changelog_takes_room_in_the_data_budget_before_it_is_read() {
     let layer = tar_of(&[
@@ -81,29 +95,13 @@ fn a_changelog_takes_room_in_the_data_budget_before_it_is_read() {
         asked.push(n);
         Ok(())
     };
-    let mut b = collecting();
-    let found = search_reserving(
-        layer.as_slice(),
-        Compression::None,
-        "/channel.json",
-        &sha(&layer),
-        layer.len() as u64,
-        &mut b,
-        &mut reserve,
+    assert_eq!(
+        reserving(&layer, &mut reserve),
+        Ok(Found::File(DATA.to_vec()))
     );
-    assert_eq!(found, Ok(Found::File(DATA.to_vec())));
     assert_eq!(asked, [12, DATA.len() as u64]);
     // No room: the pull fails as for the file itself.
     let mut refuse = |_: u64| Err("the data budget is full".to_string());
-    let mut b = collecting();
-    let found = search_reserving(
-        layer.as_slice(),
-        Compression::None,
-        "/channel.json",
-        &sha(&layer),
-        layer.len() as u64,
-        &mut b,
-        &mut refuse,
-    );
+    let found = reserving(&layer, &mut refuse);
     assert!(matches!(found, Err(LayerError::NoRoom { .. })), "{found:?}");
 }
