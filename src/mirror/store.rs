@@ -17,6 +17,10 @@ pub(super) struct Registries {
     pub(super) configs: Vec<Vec<u8>>,
     pub(super) ca_file: Option<std::path::PathBuf>,
     timeout: std::time::Duration,
+    /// The bearer tokens sessions won, by registry, repository and actions: the next
+    /// session there starts with it (a token costs a 401 and a request to the token
+    /// server; without this, every operation paid both).
+    bearers: std::sync::Mutex<std::collections::HashMap<(String, String, &'static str), String>>,
 }
 
 impl Registries {
@@ -48,6 +52,7 @@ impl Registries {
             configs,
             ca_file: args.ca_file.clone(),
             timeout: args.timeout,
+            bearers: Default::default(),
         })
     }
 
@@ -132,7 +137,16 @@ impl Store<'_> {
             r.timeout,
             actions,
         );
-        f(&mut session).await
+        let key = (loc.registry.clone(), loc.repository.clone(), actions);
+        let known = r.bearers.lock().ok().and_then(|b| b.get(&key).cloned());
+        if let Some(bearer) = known {
+            session.use_bearer(bearer);
+        }
+        let result = f(&mut session).await;
+        if let (Some(bearer), Ok(mut bearers)) = (session.bearer(), r.bearers.lock()) {
+            bearers.insert(key, bearer.to_string());
+        }
+        result
     }
 
     /// A manifest by tag or digest, with the media type it is stored with.

@@ -65,6 +65,20 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// The bearer token this session won, if any (`mirror` hands it to its next session
+    /// of the same repository, which then skips the 401 and the token request).
+    pub fn bearer(&self) -> Option<&str> {
+        self.authorization
+            .as_deref()
+            .filter(|a| a.starts_with("Bearer "))
+    }
+
+    /// Starts with a bearer token an earlier session won; one that has expired is answered
+    /// `401` and replaced as any challenge is.
+    pub fn use_bearer(&mut self, bearer: String) {
+        self.authorization = Some(bearer);
+    }
+
     /// A word the registry sent, for a failure's message: not at all from a private
     /// address (the message must not map what answers there), else only a plain one.
     pub fn shown(&self, word: &str) -> String {
