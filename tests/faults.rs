@@ -40,6 +40,16 @@ fn cluster(verb: &str, component: &str) {
     );
 }
 
+/// The scheduler and the controller manager started again if they exited, as a node's
+/// kubelet restarts its static pods: after an API server outage, kube-scheduler exits on
+/// purpose when it finds its cache inconsistent ("Scheduler cache is corrupted"), and a
+/// test about the operator must not fail on a scheduler nobody restarted.
+fn restart_exited_control_plane() {
+    for component in ["kube-scheduler", "kube-controller-manager"] {
+        cluster("start", component);
+    }
+}
+
 /// A component killed for the length of a test step: started again when dropped, also
 /// when the test fails, so that the cluster outlives a failed test.
 struct Down(&'static str);
@@ -167,6 +177,7 @@ fn slow_script(secs: u32, data: &Value) -> String {
 async fn wait_converged(t: &TestNs, want: &[(&str, usize)], timeout: Duration) {
     let start = Instant::now();
     loop {
+        restart_exited_control_plane();
         let last = match converged(t, want).await {
             Ok(()) => return,
             Err(why) => why,
