@@ -75,9 +75,9 @@ impl Changelogs {
     }
 
     /// Keeps a changelog's bytes, as text: invalid UTF-8 replaced, control characters and
-    /// bidirectional overrides replaced as in status messages, line breaks and tabs kept.
+    /// bidirectional overrides replaced as in status messages, line breaks and tabs kept;
+    /// left out (and counted) when the cleaned text would pass the total.
     pub fn add(&mut self, name: &str, bytes: &[u8]) {
-        self.bytes = self.bytes.saturating_add(bytes.len() as u64);
         let text = String::from_utf8_lossy(bytes);
         let clean: Vec<String> = text
             .split('\n')
@@ -89,7 +89,16 @@ impl Changelogs {
                 cells.join("\t")
             })
             .collect();
-        self.files.insert(name.to_string(), clean.join("\n"));
+        // Counted as stored: a replaced control character takes 3 bytes for 1, and the
+        // total must stay what one ConfigMap holds.
+        let text = clean.join("\n");
+        let total = self.bytes.saturating_add(text.len() as u64);
+        if total > MAX_TOTAL_BYTES {
+            self.left_out = self.left_out.saturating_add(1);
+            return;
+        }
+        self.bytes = total;
+        self.files.insert(name.to_string(), text);
     }
 }
 
@@ -130,5 +139,22 @@ mod tests {
         }
         assert_eq!(n, (MAX_TOTAL_BYTES / MAX_FILE_BYTES) as usize - 1);
         assert_eq!(c.left_out, 2);
+    }
+
+    #[test]
+    fn the_total_counts_the_text_as_stored_not_as_read() {
+        // Control characters become 3-byte replacements: 64 KiB read, 192 KiB stored.
+        let mut c = Changelogs::default();
+        let mut kept = 0;
+        for n in 0..8 {
+            let name = format!("v{n}");
+            if c.wants(&name, MAX_FILE_BYTES) {
+                c.add(&name, &vec![0x01; MAX_FILE_BYTES as usize]);
+            }
+            kept = c.files.len();
+        }
+        assert_eq!(kept, 2, "two of 192 KiB fit in 512 KiB");
+        assert!(c.files.values().map(String::len).sum::<usize>() as u64 <= MAX_TOTAL_BYTES);
+        assert!(c.left_out >= 1);
     }
 }

@@ -43,10 +43,8 @@ pub async fn run(
     }
     let wanted = args.cluster.wanted(Some(&args.version))?;
     let client = args.cluster.client().await?;
-    let ns = match wanted.resolve(client.default_namespace()) {
-        super::Scope::Channel(t) => t.namespace,
-        other => other.namespace().unwrap_or_default().to_string(),
-    };
+    let scope = wanted.resolve(client.default_namespace());
+    let ns = scope.namespace().unwrap_or_default().to_string();
     let name = &args.version.name;
     let shown = format!("{ns}/{name}");
     let missing = |err: &mut dyn std::io::Write, why: &str| -> Result<bool, CliError> {
@@ -57,7 +55,7 @@ pub async fn run(
     let version = versions
         .get_opt(name)
         .await
-        .map_err(|e| api_error(format!("reading version {shown}"), e))?;
+        .map_err(|e| CliError::api(format!("reading version {shown}"), None, e))?;
     let Some(version) = version else {
         return missing(err, "not found");
     };
@@ -72,7 +70,7 @@ pub async fn run(
     let map = maps
         .get_opt(&map_name)
         .await
-        .map_err(|e| api_error(format!("reading ConfigMap {ns}/{map_name}"), e))?;
+        .map_err(|e| CliError::api(format!("reading ConfigMap {ns}/{map_name}"), None, e))?;
     let text = map
         .and_then(|m| m.data)
         .and_then(|mut d| d.remove(version.name_any().as_str()));
@@ -100,11 +98,4 @@ pub async fn run(
         }
     }
     Ok(true)
-}
-
-fn api_error(what: String, e: kube::Error) -> CliError {
-    CliError::Api {
-        what,
-        source: Box::new(e),
-    }
 }

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::Key;
 use super::caches::{self, Scope};
-use super::errors::delete_uid;
+use super::errors::{delete_uid, is_status};
 use super::io::{ChannelIo, Written};
 use super::writer::{Op, VersionWriter, Writes};
 use super::writes;
@@ -270,7 +270,7 @@ impl ChannelIo for KubeIo {
         let api = self.api::<ConfigMap>(&ns);
         let Some(files) = files else {
             return match api.delete(name, &Default::default()).await {
-                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                Err(e) if is_status(&e, 404) => Ok(()),
                 other => other.map(drop),
             };
         };
