@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -14,6 +14,7 @@ use kube::ResourceExt;
 use super::Error;
 use super::Key;
 use super::io::{ChannelIo, Written};
+use super::owned::Kind;
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
 };
@@ -52,8 +53,8 @@ pub struct World {
     pub known: HashMap<Key, String>,
     /// The operations performed, in order, with the channel or object they name.
     pub calls: Vec<String>,
-    /// The changelogs ConfigMaps as stored (`None`: removed).
-    pub changelogs: HashMap<Key, Option<crate::channel::changelogs::Changelogs>>,
+    /// ConfigMaps, with their owners: the channels' changelogs, and anyone else's.
+    pub configmaps: HashMap<Key, ConfigMap>,
     serial: u64,
 }
 
@@ -300,19 +301,6 @@ impl ChannelIo for FakeIo {
         Ok(written)
     }
 
-    async fn store_changelogs(
-        &self,
-        channel: &ManagedOSVersionChannel,
-        name: &str,
-        files: Option<&crate::channel::changelogs::Changelogs>,
-    ) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        world.call("store_changelogs", name)?;
-        let key = key_of(&channel.namespace().unwrap_or_default(), name);
-        world.changelogs.insert(key, files.cloned());
-        Ok(())
-    }
-
     async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
         let mut world = self.world();
         world.call("create_pod", &pod.name_any())?;
@@ -327,18 +315,83 @@ impl ChannelIo for FakeIo {
         Ok(pod)
     }
 
-    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::Error> {
+    async fn read_meta(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ObjectMeta>, kube::Error> {
         let mut world = self.world();
-        world.call("delete_pod", name)?;
         let key = key_of(namespace, name);
-        match world.pods.get(&key) {
-            Some(p) if p.uid().as_deref() == Some(uid) => {
-                world.pods.remove(&key);
+        Ok(match kind {
+            Kind::Pod => {
+                world.call("get_pod", name)?;
+                world.pods.get(&key).map(|p| p.metadata.clone())
+            }
+            Kind::ConfigMap => {
+                world.call("get_configmap", name)?;
+                world.configmaps.get(&key).map(|m| m.metadata.clone())
+            }
+        })
+    }
+
+    /// As the API server: a uid precondition that differs is a 409, an absent object 404.
+    async fn delete_object(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        let key = key_of(namespace, name);
+        let found = match kind {
+            Kind::Pod => {
+                world.call("delete_pod", name)?;
+                world.pods.get(&key).map(|p| p.metadata.uid.clone())
+            }
+            Kind::ConfigMap => {
+                world.call("delete_configmap", name)?;
+                world.configmaps.get(&key).map(|m| m.metadata.uid.clone())
+            }
+        };
+        match found {
+            Some(found) if found.as_deref() == Some(uid) => {
+                match kind {
+                    Kind::Pod => drop(world.pods.remove(&key)),
+                    Kind::ConfigMap => drop(world.configmaps.remove(&key)),
+                }
                 Ok(())
             }
             Some(_) => Err(status_error(409)),
             None => Err(status_error(404)),
         }
+    }
+
+    /// As the API server's server-side apply, forced: the create-only resourceVersion
+    /// refuses an existing object (409), a uid that differs from the object's is a 409;
+    /// the applied labels, owners and data replace the object's.
+    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
+        let mut world = self.world();
+        let name = map.name_any();
+        world.call("apply_configmap", &name)?;
+        let key = key_of(namespace, &name);
+        let existing = world.configmaps.get(&key).cloned();
+        let create_only = map.metadata.resource_version.as_deref() == Some("1");
+        let uid = match (&existing, &map.metadata.uid) {
+            (Some(_), _) if create_only => return Err(status_error(409)),
+            (Some(have), Some(want)) if have.metadata.uid.as_ref() != Some(want) => {
+                return Err(status_error(409));
+            }
+            (Some(have), _) => have.metadata.uid.clone(),
+            (None, _) => Some(format!("cm-{}", world.next())),
+        };
+        let mut stored = map.clone();
+        stored.metadata.namespace = Some(namespace.into());
+        stored.metadata.uid = uid;
+        stored.metadata.resource_version = Some(world.next());
+        world.configmaps.insert(key, stored);
+        Ok(())
     }
 
     async fn pod_cache_shows(

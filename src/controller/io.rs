@@ -11,12 +11,13 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Error;
 use super::Key;
+use super::owned::Kind;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};
@@ -113,27 +114,37 @@ pub trait ChannelIo: Send + Sync + 'static {
         effects: &[Effect],
     ) -> impl Future<Output = Result<Vec<Written>, Error>> + Send;
 
-    /// Stores a channel's changelogs in the ConfigMap `name` (owned by the channel, so it
-    /// goes with it), or removes that ConfigMap (`files: None`; absent is fine).
-    fn store_changelogs(
-        &self,
-        channel: &crate::api::ManagedOSVersionChannel,
-        name: &str,
-        files: Option<&crate::channel::changelogs::Changelogs>,
-    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
-
     fn create_pod(
         &self,
         namespace: &str,
         pod: &Pod,
     ) -> impl Future<Output = Result<Pod, kube::Error>> + Send;
 
-    /// Deletes exactly the pod with this uid.
-    fn delete_pod(
+    /// The metadata of the object of `kind` named `name`, read fresh from the API server
+    /// (`super::owned` reads before it changes anything).
+    fn read_meta(
         &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<ObjectMeta>, kube::Error>> + Send;
+
+    /// Deletes exactly the object with this uid (a uid precondition: 409 for another).
+    /// Only `super::owned` calls it.
+    fn delete_object(
+        &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
         uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Server-side apply of a ConfigMap, whose metadata carries the precondition (its uid,
+    /// or the create-only resourceVersion). Only `super::owned` calls it.
+    fn apply_config_map(
+        &self,
+        namespace: &str,
+        map: &ConfigMap,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 
     /// Waits until the pod cache shows a created pod (`created`: its uid) and the deleted

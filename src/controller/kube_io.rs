@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -14,7 +14,8 @@ use serde_json::json;
 
 use super::Key;
 use super::caches::{self, Scope};
-use super::errors::{delete_uid, is_status};
+use super::errors::delete_uid;
+use super::owned::Kind;
 use super::io::{ChannelIo, Written};
 use super::writer::{Op, VersionWriter, Writes};
 use super::writes;
@@ -259,42 +260,48 @@ impl ChannelIo for KubeIo {
             .await
     }
 
-    async fn store_changelogs(
+    async fn read_meta(
         &self,
-        channel: &ManagedOSVersionChannel,
+        kind: Kind,
+        namespace: &str,
         name: &str,
-        files: Option<&crate::channel::changelogs::Changelogs>,
-    ) -> Result<(), kube::Error> {
-        use k8s_openapi::api::core::v1::ConfigMap;
-        let ns = channel.namespace().unwrap_or_default();
-        let api = self.api::<ConfigMap>(&ns);
-        let Some(files) = files else {
-            return match api.delete(name, &Default::default()).await {
-                Err(e) if is_status(&e, 404) => Ok(()),
-                other => other.map(drop),
-            };
-        };
-        let owner: Vec<_> = kube::Resource::controller_owner_ref(channel, &())
-            .into_iter()
-            .collect();
-        let map = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "labels": {crate::api::CHANNEL_LABEL: channel.name_any()},
-                "ownerReferences": owner,
-            },
-            "data": files.files,
-        });
-        api.patch(name, &manager().force(), &Patch::Apply(map))
-            .await
-            .map(drop)
+    ) -> Result<Option<ObjectMeta>, kube::Error> {
+        Ok(match kind {
+            Kind::Pod => self
+                .api::<Pod>(namespace)
+                .get_metadata_opt(name)
+                .await?
+                .map(|m| m.metadata),
+            Kind::ConfigMap => self
+                .api::<ConfigMap>(namespace)
+                .get_metadata_opt(name)
+                .await?
+                .map(|m| m.metadata),
+        })
     }
 
-    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), kube::Error> {
-        self.api::<Pod>(namespace)
-            .delete(name, &delete_uid(uid, false))
+    async fn delete_object(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<(), kube::Error> {
+        let params = delete_uid(uid, false);
+        match kind {
+            Kind::Pod => self.api::<Pod>(namespace).delete(name, &params).await.map(drop),
+            Kind::ConfigMap => self
+                .api::<ConfigMap>(namespace)
+                .delete(name, &params)
+                .await
+                .map(drop),
+        }
+    }
+
+    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
+        let name = map.name_any();
+        self.api::<ConfigMap>(namespace)
+            .patch(&name, &manager().force(), &Patch::Apply(map))
             .await
             .map(drop)
     }

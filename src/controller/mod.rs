@@ -27,6 +27,7 @@ mod events;
 mod finalize;
 mod io;
 mod kube_io;
+mod owned;
 mod pacing;
 mod pipeline;
 mod pods;

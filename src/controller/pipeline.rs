@@ -53,6 +53,9 @@ struct Gathered {
     pod_create_error: Option<SyncFailure>,
     error: Option<SyncFailure>,
     queued: bool,
+    /// The changelogs' ConfigMap name is held by someone else: the data is not kept, so
+    /// the next sync reads the image again and tries again.
+    changelogs_conflict: bool,
 }
 
 /// One reconciliation in progress.
@@ -328,7 +331,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
 
     async fn perform_pods(&self, effects: &[Effect]) -> Result<pods::PodChanges, Error> {
         let ctx = self.ctx;
-        let changes = pods::perform(effects, &self.namespace, &ctx.io, &ctx.metrics).await?;
+        let changes = pods::perform(effects, &self.channel, &ctx.io, &ctx.metrics).await?;
         if (changes.created.is_some() || !changes.deleted.is_empty())
             && !ctx
                 .io
@@ -367,6 +370,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.ctx.metrics.sync_failed(failure);
         }
         if decision.outcome == Some(Outcome::Synchronized)
+            && !self.seen.changelogs_conflict
             && let Some((source, fetched)) = &self.seen.fetched
         {
             self.ctx.remember_body(self.key, &self.uid, source, fetched);

@@ -9,6 +9,8 @@ use tracing::info;
 
 use super::errors::{Error, api_message, classify, is_status, kube_err};
 use super::io::ChannelIo;
+use super::owned::{self, Done, Kind};
+use crate::api::ManagedOSVersionChannel;
 use crate::budget::Hold;
 use crate::display::FRAME_OVERHEAD;
 use crate::failure::SyncFailure;
@@ -26,14 +28,17 @@ pub struct PodChanges {
     pub deleted: Vec<String>,
 }
 
-/// Creates or deletes the syncer pod as decided. A refused creation is reported in the
-/// result (a `FailedToCreatePod`); other errors end the attempt.
+/// Creates or deletes `channel`'s syncer pod as decided (a delete through `super::owned`:
+/// only while the channel controls the pod). A refused creation is reported in the result
+/// (a `FailedToCreatePod`); other errors end the attempt.
 pub async fn perform(
     effects: &[Effect],
-    namespace: &str,
+    channel: &ManagedOSVersionChannel,
     io: &impl ChannelIo,
     metrics: &Metrics,
 ) -> Result<PodChanges, Error> {
+    let namespace = channel.namespace().unwrap_or_default();
+    let namespace = namespace.as_str();
     let mut changes = PodChanges::default();
     for effect in effects {
         match effect {
@@ -56,13 +61,15 @@ pub async fn perform(
                 }
             }
             Effect::DeletePod { name, uid } => {
-                metrics.wrote("delete_pod");
-                match io.delete_pod(namespace, name, uid).await {
-                    Ok(()) => changes.deleted.push(uid.clone()),
-                    // Gone already, or replaced by another pod of that name: not ours to delete.
-                    Err(e) if is_status(&e, 404) || is_status(&e, 409) => {
+                match owned::delete(io, metrics, Kind::Pod, namespace, name, uid, channel).await {
+                    // Gone already, or replaced by another pod of that name: not ours to
+                    // delete, and the pod decided on is gone.
+                    Ok(Done::Changed | Done::Nothing | Done::Replaced) => {
                         changes.deleted.push(uid.clone())
                     }
+                    // No longer the channel's (its owner reference changed since the cache
+                    // saw it): left alone; the next decision sees whose it is.
+                    Ok(Done::Conflict(why)) => info!(pod = %name, "not deleting the pod: {why}"),
                     Err(e) => return Err(kube_err(format!("deleting pod {name}"))(e)),
                 }
             }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::Effect;
 // Where the callers outside `syncer` have always found it; it lives with `orphan`'s other
 // needs in `owner`, so that `orphan` and `versions` do not import each other.
-pub use super::owner::controlled_by;
+pub use super::owner::{conflict, controlled_by};
 use crate::api::{
     CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
     NO_LONGER_IN_SYNC_ANNOTATION,
@@ -295,7 +295,7 @@ pub fn plan_held(
                 if !controlled_by(&have.metadata, channel)
                     && !super::orphan::adoptable(have, channel) =>
             {
-                conflicts.push(conflict_message(have));
+                conflicts.push(super::owner::conflict("version", &have.metadata));
             }
             Some(have) => {
                 // A version orphaned by a deleted channel of this name: taken over (the
@@ -362,25 +362,6 @@ pub fn plan_held(
     }
     plan.effects.extend(deletes);
     Ok(plan)
-}
-
-fn conflict_message(have: &ManagedOSVersion) -> String {
-    let owner = have
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true));
-    match owner {
-        Some(o) => format!(
-            "version {:?} already exists and is controlled by {} {:?}",
-            have.name_any(),
-            o.kind,
-            o.name
-        ),
-        None => format!(
-            "version {:?} already exists and is not controlled by any channel",
-            have.name_any()
-        ),
-    }
 }
 
 /// For tests and tools: a spec from JSON.

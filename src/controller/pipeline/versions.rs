@@ -5,7 +5,13 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
+use super::super::owned::{self, Done};
 use super::{Attempt, ChannelIo, Decision, Effect, Error, kube_err};
+use crate::api::{ManagedOSVersionChannel, READY};
+use crate::syncer::Note;
+
+/// The reason of the Event that says a changelogs ConfigMap's name is held by someone else.
+pub const CHANGELOGS_CONFLICT: &str = "ChangelogsConflict";
 
 impl<I: ChannelIo> Attempt<'_, I> {
     /// The channel's versions as the cache holds them; those someone else changed since
@@ -32,7 +38,9 @@ impl<I: ChannelIo> Attempt<'_, I> {
 
     /// The version writes of the decision, all or nothing. What it verified is remembered
     /// first: a write to the same version then replaces it with the resourceVersion it made.
-    pub(super) async fn write(&self, decision: &Decision) -> Result<(), Error> {
+    /// Then the changelogs, through `owned`: a name held by someone else is said in `Ready`
+    /// and an Event, as a version's is, and the sync stands.
+    pub(super) async fn write(&mut self, decision: &mut Decision) -> Result<(), Error> {
         let io = &self.ctx.io;
         if !decision.verified.is_empty() {
             io.remember_verified(&self.namespace, &decision.verified);
@@ -43,17 +51,49 @@ impl<I: ChannelIo> Attempt<'_, I> {
         }
         // After the versions; a refusal (RBAC without ConfigMaps, a quota) is logged, and
         // the sync stands: changelogs are a reader's aid, not the channel's data.
+        let mut conflicts = Vec::new();
         for effect in &decision.effects {
-            if let Effect::Changelogs { name, files } = effect
-                && let Err(e) = io
-                    .store_changelogs(&self.channel, name, files.as_deref())
-                    .await
+            let Effect::Changelogs { name, files } = effect else {
+                continue;
+            };
+            let metrics = &self.ctx.metrics;
+            match owned::store_changelogs(io, metrics, &self.channel, name, files.as_deref()).await
             {
-                warn!(configmap = %name, "the changelogs were not stored: {e}");
+                Ok(Done::Conflict(why)) => conflicts.push(why),
+                Ok(Done::Changed | Done::Nothing) => {}
+                Ok(Done::Replaced) => {
+                    warn!(configmap = %name, "the changelogs were not stored: the ConfigMap was replaced meanwhile");
+                }
+                Err(e) => warn!(configmap = %name, "the changelogs were not stored: {e}"),
             }
+        }
+        for why in conflicts {
+            // The data is read again at the next sync (not kept), so that the changelogs
+            // are stored, or the conflict said again, until it is resolved.
+            self.seen.changelogs_conflict = true;
+            report_conflict(&self.channel, decision, why);
         }
         Ok(())
     }
+}
+
+/// A changelogs ConfigMap held by someone else: a line in `Ready` and a warning Event, the
+/// sync standing.
+fn report_conflict(channel: &ManagedOSVersionChannel, decision: &mut Decision, why: String) {
+    let message = format!(
+        "the changelogs were not stored: {why} (remove or rename it, and the next sync stores them)"
+    );
+    let status = decision
+        .status
+        .get_or_insert_with(|| channel.status.clone().unwrap_or_default());
+    if let Some(ready) = status.conditions.iter_mut().find(|c| c.type_ == READY) {
+        ready.message = format!("{}; {message}", ready.message);
+    }
+    decision.events.push(Note {
+        warning: true,
+        reason: CHANGELOGS_CONFLICT,
+        message,
+    });
 }
 
 fn is_version_write(effect: &Effect) -> bool {
