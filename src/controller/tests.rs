@@ -435,3 +435,6 @@ async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_
         "{message}"
     );
 }
+
+#[path = "tests_owned.rs"]
+mod owned_objects;
