@@ -1,8 +1,8 @@
 //! The Helm chart (`charts/rancheros-operator`) without a cluster: its CRDs are `crds/`, it
 //! lints and renders with default and non-default values, the rendered manifests pass the
-//! Kubernetes schemas and yamllint, its RBAC is `files/rbac.yaml` and docs/install.md's
-//! tables say the same, its alert rules parse and its dashboard asks only for metrics the
-//! operator exports. `tests/chart_install.rs` installs it on the local cluster.
+//! Kubernetes schemas and yamllint, its RBAC is `files/rbac.yaml`, docs/install.md's RBAC
+//! tables are what it renders and no rendering grants what the docs say it does not, its
+//! alert rules parse and its dashboard asks only for metrics the operator exports. `tests/chart_install.rs` installs it on the local cluster.
 //!
 //! `UPDATE_CRDS=1 cargo test --test integration chart_render::` copies `crds/` into the chart.
 
@@ -199,16 +199,25 @@ fn names_of(docs: &[Value], kind: &str) -> Vec<String> {
     names
 }
 
+/// The release's full name in [`render`]'s default rendering (release `rel`).
+const FULL_NAME: &str = "rel-rancheros-operator";
+
+/// docs/install.md's RBAC tables are the rules the chart renders (default values), each
+/// table against the role that grants it: no page can claim a right the chart does not
+/// grant, or leave out one it does.
 #[test]
-fn docs_rbac_tables_are_the_charts_rbac_file() {
+fn docs_rbac_tables_are_the_rendered_charts_rules() {
     let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    let docs = render(&[]);
+    let rendered = |kind: &str, name: &str| find(&docs, kind, name)["rules"].clone();
     let documented = rules_table(&doc, "In every watched namespace (a Role there)");
     assert_eq!(
         Value::Array(documented),
-        expected_rules(),
-        "docs/install.md's RBAC table differs from {RBAC_FILE}"
+        rendered("ClusterRole", FULL_NAME),
+        "docs/install.md's RBAC table differs from the rendered chart's ClusterRole"
     );
-    // Columns: API group | resource | names | verbs; "the Lease" is the Lease's name.
+    // Columns: API group | resource | names | verbs; "the Lease" is the Lease's name (by
+    // default the release's full name).
     let documented: Vec<Value> = markdown_table(
         &doc,
         "In the release namespace only (a Role), when leader election",
@@ -222,7 +231,7 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
             "verbs": verbs(&row[3]),
         });
         if row[2] == "the Lease" {
-            rule["resourceNames"] = json!(["LEASE_NAME"]);
+            rule["resourceNames"] = json!([FULL_NAME]);
         } else {
             assert!(row[2].starts_with("any"), "{row:?}");
         }
@@ -231,8 +240,8 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
     .collect();
     assert_eq!(
         Value::Array(documented),
-        expected_lease_rules("LEASE_NAME"),
-        "docs/install.md's Lease table differs from {RBAC_FILE}"
+        rendered("Role", &format!("{FULL_NAME}-leader-election")),
+        "docs/install.md's Lease table differs from the rendered chart's Role"
     );
     // Columns: API group | resource | names | verbs | why; the names comma separated.
     let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
@@ -249,15 +258,93 @@ fn docs_rbac_tables_are_the_charts_rbac_file() {
         .collect();
     assert_eq!(
         Value::Array(documented),
-        expected_crd_rules(),
-        "docs/install.md's cluster-wide CRD table differs from {RBAC_FILE}"
+        rendered("ClusterRole", &format!("{FULL_NAME}-crds")),
+        "docs/install.md's cluster-wide CRD table differs from the rendered chart's ClusterRole"
     );
     let documented = rules_table(&doc, "Cluster-wide unless `metrics.insecure`");
     assert_eq!(
         Value::Array(documented),
-        expected_review_rules(),
-        "docs/install.md's metrics review table differs from {RBAC_FILE}"
+        rendered("ClusterRole", &format!("{FULL_NAME}-metrics-auth")),
+        "docs/install.md's metrics review table differs from the rendered chart's ClusterRole"
     );
+}
+
+/// The rules of every Role and ClusterRole a rendering grants the operator (the
+/// `-metrics-reader` ClusterRole is for scrapers).
+fn operator_rules(docs: &[Value]) -> Vec<(String, Value)> {
+    of_kind(docs, "Role")
+        .into_iter()
+        .chain(of_kind(docs, "ClusterRole"))
+        .filter(|r| !r["metadata"]["name"].as_str().unwrap().ends_with("-metrics-reader"))
+        .flat_map(|r| {
+            let name = format!("{} {}", r["kind"], r["metadata"]["name"]);
+            r["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |rule| (name.clone(), rule.clone()))
+        })
+        .collect()
+}
+
+/// Whether `rule` grants `verb` (`*`: any verb) on `group`/`resource`.
+fn grants(rule: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    let has = |field: &str, want: &str| {
+        rule[field]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|x| x == want || x == "*"))
+    };
+    let verb_granted = if verb == "*" {
+        rule["verbs"].as_array().is_some_and(|v| !v.is_empty())
+    } else {
+        has("verbs", verb)
+    };
+    has("apiGroups", group) && has("resources", resource) && verb_granted
+}
+
+/// docs/install.md's table of what the operator is not granted: no rendering (the default
+/// values, and every values file of the chart's `ci/`) grants any of it, through any Role
+/// or ClusterRole bound to the operator.
+#[test]
+fn docs_rbac_denials_are_granted_by_no_rendering() {
+    let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
+    // Columns: API group | resource | verbs not granted ("any": none at all).
+    let denied: Vec<(String, String, Vec<String>)> =
+        markdown_table(&doc, "What the operator is not granted")
+            .iter()
+            .map(|row| {
+                assert_eq!(row.len(), 3, "{row:?}");
+                let verbs = if row[2] == "any" {
+                    vec!["*".to_string()]
+                } else {
+                    row[2].split(',').map(|v| v.trim().to_string()).collect()
+                };
+                (unquote(&row[0]), unquote(&row[1]), verbs)
+            })
+            .collect();
+    assert!(
+        denied.iter().any(|(_, r, _)| r == "configmaps"),
+        "the table names ConfigMaps: {denied:?}"
+    );
+    let mut renderings = vec![("default values".to_string(), render(&[]))];
+    for values in ci_values() {
+        let docs = render(&["--values", values.to_str().unwrap()]);
+        renderings.push((values.display().to_string(), docs));
+    }
+    for (what, docs) in &renderings {
+        let rules = operator_rules(docs);
+        assert!(!rules.is_empty(), "{what}: no rules rendered");
+        for (group, resource, verbs) in &denied {
+            for verb in verbs {
+                for (role, rule) in &rules {
+                    assert!(
+                        !grants(rule, group, resource, verb),
+                        "docs/install.md says the operator is not granted {verb} on {resource:?} (group {group:?}), but with {what} {role} grants it: {rule}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The documented paths of a values-table cell: "`a.b`, `.c`" is a.b and a.c.

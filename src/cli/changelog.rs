@@ -4,6 +4,7 @@
 //! says which.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Api, ResourceExt};
 use serde::Serialize;
 
@@ -71,6 +72,18 @@ pub async fn run(
         .get_opt(&map_name)
         .await
         .map_err(|e| CliError::api(format!("reading ConfigMap {ns}/{map_name}"), None, e))?;
+    // Only the channel's own: a ConfigMap of that name someone else made is not its
+    // changelogs (the operator leaves it alone, and so does this).
+    if let Some(m) = &map
+        && !written_for(m, &version, &channel)
+    {
+        return missing(
+            err,
+            &format!(
+                "has no changelog: ConfigMap {ns}/{map_name} is not channel {channel}'s (it has no controller owner reference to it)"
+            ),
+        );
+    }
     let text = map
         .and_then(|m| m.data)
         .and_then(|mut d| d.remove(version.name_any().as_str()));
@@ -98,4 +111,52 @@ pub async fn run(
         }
     }
     Ok(true)
+}
+
+/// Whether the ConfigMap is the changelogs the operator wrote for the version's channel:
+/// its controller is a channel of that name, the version's own controller when it has one.
+fn written_for(map: &ConfigMap, version: &ManagedOSVersion, channel: &str) -> bool {
+    let controller = |refs: Option<&Vec<OwnerReference>>| {
+        refs.into_iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .cloned()
+    };
+    let Some(owner) = controller(map.metadata.owner_references.as_ref()) else {
+        return false;
+    };
+    let of_version = controller(version.metadata.owner_references.as_ref());
+    owner.kind == "ManagedOSVersionChannel"
+        && owner.name == channel
+        && of_version.is_none_or(|v| v.uid == owner.uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(refs: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"name": "x", "ownerReferences": refs})
+    }
+
+    fn channel_ref(name: &str, uid: &str) -> serde_json::Value {
+        serde_json::json!([{"apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersionChannel", "name": name, "uid": uid, "controller": true}])
+    }
+
+    #[test]
+    fn only_the_channels_own_configmap_is_its_changelogs() {
+        let version: ManagedOSVersion = serde_json::from_value(serde_json::json!({
+            "metadata": owned(channel_ref("foo", "u1")),
+            "spec": {},
+        }))
+        .unwrap();
+        let map = |meta: serde_json::Value| -> ConfigMap {
+            serde_json::from_value(serde_json::json!({"metadata": meta})).unwrap()
+        };
+        assert!(written_for(&map(owned(channel_ref("foo", "u1"))), &version, "foo"));
+        // A tenant's (no owner), another channel's, a namesake's (another uid).
+        assert!(!written_for(&map(serde_json::json!({"name": "x"})), &version, "foo"));
+        assert!(!written_for(&map(owned(channel_ref("bar", "u2"))), &version, "foo"));
+        assert!(!written_for(&map(owned(channel_ref("foo", "u9"))), &version, "foo"));
+    }
 }

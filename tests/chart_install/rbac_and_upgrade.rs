@@ -96,7 +96,12 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
         // other Leases.
         ("list", "secrets", Some(ns), false),
         ("list", "secrets", None, false),
-        ("get", "configmaps", w, false),
+        // ConfigMaps (changelogs): read by name and written, never listed, watched or
+        // deleted (the garbage collector removes them with their channel).
+        ("get", "configmaps", w, true),
+        ("list", "configmaps", w, false),
+        ("watch", "configmaps", w, false),
+        ("delete", "configmaps", w, false),
         ("create", "deployments.apps", w, false),
         ("create", "pods#exec", w, false),
         ("update", "pods", w, false),
