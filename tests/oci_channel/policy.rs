@@ -174,11 +174,14 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
         [("keep".to_string(), 2), ("platforms".to_string(), 2)].into()
     );
 
-    // The image re-pushed without changelogs: the ConfigMap goes.
+    // The image re-pushed without changelogs: the ConfigMap is emptied (never deleted:
+    // the garbage collector removes it with the channel).
     push_channel(&repo, "6.1-baremetal", &data);
     let before = t.channel("arm").await;
     t.sync_again("arm", "no-changelogs", &before, SYNC).await;
-    assert!(maps.get_opt("arm-changelogs").await.unwrap().is_none());
+    let emptied = maps.get("arm-changelogs").await.unwrap();
+    assert!(emptied.data.unwrap_or_default().is_empty());
+    assert_eq!(emptied.metadata.uid, map.metadata.uid, "the same ConfigMap");
     assert_eq!(changelog("baremetal-v2.2.0-3.15-os").status.code(), Some(1));
 
     // validate --policy says the same of the file.
@@ -209,6 +212,97 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
         json!({"keep": 2, "platforms": 2}),
         "{report:#}"
     );
+    t.cleanup().await;
+}
+
+/// The tester's case: a tenant keeps a ConfigMap of their own named `foo-changelogs`; an
+/// oci channel `foo` syncs an image without changelogs, then one with: the tenant's
+/// ConfigMap is never changed, deleted, adopted or owned, the conflict is said in `Ready`
+/// and an Event (the sync stands), `changelog` does not show the tenant's data; once the
+/// tenant removes theirs, the next sync stores the channel's own.
+#[tokio::test]
+async fn a_tenants_changelogs_configmap_is_never_written_and_the_conflict_is_said() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let mut t = TestNs::new("oci-owned").await;
+    let maps: kube::Api<ConfigMap> = kube::Api::namespaced(t.client.clone(), &t.ns);
+    let tenants: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "foo-changelogs"},
+        "data": {"settings": "the tenant's own"},
+    }))
+    .unwrap();
+    let tenants = maps
+        .create(&Default::default(), &tenants)
+        .await
+        .unwrap();
+    let untouched = |map: &ConfigMap, after: &str| {
+        assert_eq!(
+            (&map.metadata.uid, &map.metadata.resource_version, &map.data),
+            (&tenants.metadata.uid, &tenants.metadata.resource_version, &tenants.data),
+            "after {after}: the tenant's ConfigMap was written"
+        );
+        assert!(map.owner_references().is_empty(), "after {after}: adopted");
+    };
+    let data = channel_data(&[("v1", "v1.0.0")]);
+    let repo = format!("{}/owned-channel", t.ns);
+    push_channel(&repo, "latest", &data);
+    start_pulling(&mut t, &FLAGS).await;
+    let image = format!("{}/{repo}:latest", registry());
+    let ch = t.create_synced("foo", oci(&image, json!({})), SYNC).await;
+    untouched(&maps.get("foo-changelogs").await.unwrap(), "an image without changelogs");
+    assert!(
+        !ready_message(&ch).contains("changelogs"),
+        "nothing to store is no conflict: {}",
+        ready_message(&ch)
+    );
+
+    // The image again, with a changelog for v1.
+    let l = Layout::new(&format!("{}-owned", t.ns));
+    let top = tar_of(&[
+        ("channel.json", data.to_string().as_bytes()),
+        ("changelog/v1.updates.log", b"- what changed\n"),
+    ]);
+    let desc = l.image(&[gz_layer(&rootfs()), gz_layer(&top)], "amd64");
+    l.push(desc, &repo, "latest");
+    let before = t.channel("foo").await;
+    let ch = t.sync_again("foo", "with-changelogs", &before, SYNC).await;
+    untouched(&maps.get("foo-changelogs").await.unwrap(), "an image with changelogs");
+    assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"), "the sync stands");
+    let said = "the changelogs were not stored: ConfigMap \"foo-changelogs\" already exists and is not controlled by any channel";
+    assert_message_contains(&ch, said);
+    let events = channel_events(&t, "foo").await;
+    assert!(
+        events
+            .iter()
+            .any(|(type_, reason, note)| type_ == "Warning"
+                && reason == "ChangelogsConflict"
+                && note.contains(said)),
+        "{events:?}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+        .args(["changelog", &format!("{}/v1", t.ns)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not channel foo's"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The tenant removes theirs: the next sync (the image read again) stores the channel's.
+    maps.delete("foo-changelogs", &Default::default())
+        .await
+        .unwrap();
+    let before = t.channel("foo").await;
+    let ch = t.sync_again("foo", "name-free", &before, SYNC).await;
+    assert!(!ready_message(&ch).contains("changelogs"), "{}", ready_message(&ch));
+    let ours = maps.get("foo-changelogs").await.unwrap();
+    let owner = &ours.owner_references()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (ch.uid().unwrap().as_str(), Some(true))
+    );
+    assert_eq!(ours.data.unwrap()["v1"], "- what changed\n");
     t.cleanup().await;
 }
 
