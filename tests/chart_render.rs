@@ -275,7 +275,12 @@ fn operator_rules(docs: &[Value]) -> Vec<(String, Value)> {
     of_kind(docs, "Role")
         .into_iter()
         .chain(of_kind(docs, "ClusterRole"))
-        .filter(|r| !r["metadata"]["name"].as_str().unwrap().ends_with("-metrics-reader"))
+        .filter(|r| {
+            !r["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("-metrics-reader")
+        })
         .flat_map(|r| {
             let name = format!("{} {}", r["kind"], r["metadata"]["name"]);
             r["rules"]

@@ -153,10 +153,26 @@ mod tests {
         let map = |meta: serde_json::Value| -> ConfigMap {
             serde_json::from_value(serde_json::json!({"metadata": meta})).unwrap()
         };
-        assert!(written_for(&map(owned(channel_ref("foo", "u1"))), &version, "foo"));
+        assert!(written_for(
+            &map(owned(channel_ref("foo", "u1"))),
+            &version,
+            "foo"
+        ));
         // A tenant's (no owner), another channel's, a namesake's (another uid).
-        assert!(!written_for(&map(serde_json::json!({"name": "x"})), &version, "foo"));
-        assert!(!written_for(&map(owned(channel_ref("bar", "u2"))), &version, "foo"));
-        assert!(!written_for(&map(owned(channel_ref("foo", "u9"))), &version, "foo"));
+        assert!(!written_for(
+            &map(serde_json::json!({"name": "x"})),
+            &version,
+            "foo"
+        ));
+        assert!(!written_for(
+            &map(owned(channel_ref("bar", "u2"))),
+            &version,
+            "foo"
+        ));
+        assert!(!written_for(
+            &map(owned(channel_ref("foo", "u9"))),
+            &version,
+            "foo"
+        ));
     }
 }

@@ -15,8 +15,8 @@ use serde_json::json;
 use super::Key;
 use super::caches::{self, Scope};
 use super::errors::delete_uid;
-use super::owned::Kind;
 use super::io::{ChannelIo, Written};
+use super::owned::Kind;
 use super::writer::{Op, VersionWriter, Writes};
 use super::writes;
 use super::{Error, pods};
@@ -289,7 +289,11 @@ impl ChannelIo for KubeIo {
     ) -> Result<(), kube::Error> {
         let params = delete_uid(uid, false);
         match kind {
-            Kind::Pod => self.api::<Pod>(namespace).delete(name, &params).await.map(drop),
+            Kind::Pod => self
+                .api::<Pod>(namespace)
+                .delete(name, &params)
+                .await
+                .map(drop),
             Kind::ConfigMap => self
                 .api::<ConfigMap>(namespace)
                 .delete(name, &params)

@@ -74,8 +74,12 @@ pub enum Done {
 /// someone else's (and how that is said).
 enum Holder {
     Nobody,
-    Channel(ObjectMeta),
-    Other { uid: Option<String>, said: String },
+    /// The channel's own, with its uid.
+    Channel(Option<String>),
+    Other {
+        uid: Option<String>,
+        said: String,
+    },
 }
 
 async fn holder(
@@ -87,7 +91,7 @@ async fn holder(
 ) -> Result<Holder, kube::Error> {
     Ok(match io.read_meta(kind, namespace, name).await? {
         None => Holder::Nobody,
-        Some(meta) if controlled_by(&meta, channel) => Holder::Channel(meta),
+        Some(meta) if controlled_by(&meta, channel) => Holder::Channel(meta.uid),
         Some(meta) => Holder::Other {
             uid: meta.uid.clone(),
             said: conflict(kind.shown(), &meta),
@@ -110,7 +114,7 @@ pub async fn delete(
         Holder::Nobody => Ok(Done::Nothing),
         Holder::Other { uid: theirs, .. } if theirs.as_deref() != Some(uid) => Ok(Done::Replaced),
         Holder::Other { said, .. } => Ok(Done::Conflict(said)),
-        Holder::Channel(meta) if meta.uid.as_deref() != Some(uid) => Ok(Done::Replaced),
+        Holder::Channel(ours) if ours.as_deref() != Some(uid) => Ok(Done::Replaced),
         Holder::Channel(_) => {
             metrics.wrote(kind.delete_label());
             delete_exactly(io, kind, namespace, name, uid).await
@@ -126,9 +130,9 @@ async fn delete_exactly(
     uid: &str,
 ) -> Result<Done, kube::Error> {
     match io.delete_object(kind, namespace, name, uid).await {
-            Ok(()) => Ok(Done::Changed),
-            Err(e) if is_status(&e, 404) => Ok(Done::Nothing),
-            // The uid precondition: replaced between the read and the delete.
+        Ok(()) => Ok(Done::Changed),
+        Err(e) if is_status(&e, 404) => Ok(Done::Nothing),
+        // The uid precondition: replaced between the read and the delete.
         Err(e) if is_status(&e, 409) => Ok(Done::Replaced),
         Err(e) => Err(e),
     }
@@ -156,7 +160,10 @@ pub async fn store_changelogs(
         data: Some(files.map(|f| f.files.clone()).unwrap_or_default()),
         ..Default::default()
     };
-    match (holder(io, Kind::ConfigMap, &ns, name, channel).await?, files) {
+    match (
+        holder(io, Kind::ConfigMap, &ns, name, channel).await?,
+        files,
+    ) {
         (Holder::Other { said, .. }, Some(_)) => Ok(Done::Conflict(said)),
         (Holder::Nobody | Holder::Other { .. }, None) => Ok(Done::Nothing),
         (Holder::Nobody, Some(_)) => {
@@ -171,8 +178,8 @@ pub async fn store_changelogs(
                 Err(e) => Err(e),
             }
         }
-        (Holder::Channel(meta), _) => {
-            map.metadata.uid = meta.uid;
+        (Holder::Channel(ours), _) => {
+            map.metadata.uid = ours;
             metrics.wrote("apply_configmap");
             match io.apply_config_map(&ns, &map).await {
                 Ok(()) => Ok(Done::Changed),

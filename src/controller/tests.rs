@@ -105,6 +105,21 @@ impl Harness {
         ch.metadata.generation = ch.metadata.generation.map(|g| g + 1);
     }
 
+    /// Changes the channel as the API server has it.
+    fn edit(&self, key: &Key, change: impl FnOnce(&mut ManagedOSVersionChannel)) {
+        change(self.ctx.io.world().channels.get_mut(key).unwrap());
+    }
+
+    /// The channel is deleted: the API server keeps it while a finalizer is there.
+    fn mark_deleted(&self, key: &Key) {
+        self.edit(key, |ch| {
+            ch.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ))
+        });
+    }
+
     fn channel(&self, key: &Key) -> ManagedOSVersionChannel {
         self.ctx.io.world().channels.get(key).cloned().unwrap()
     }
@@ -342,16 +357,7 @@ async fn an_orphan_channel_gets_the_finalizer_and_leaves_its_versions_when_delet
     let owned = |h: &Harness| h.ctx.io.world().versions[&v1].owner_references().to_vec();
     assert_eq!(owned(&h)[0].uid, uid, "the sync wrote v1");
     // Deleted: the API server keeps it while the finalizer is there.
-    h.ctx
-        .io
-        .world()
-        .channels
-        .get_mut(&c)
-        .unwrap()
-        .metadata
-        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::now(),
-    ));
+    h.mark_deleted(&c);
     h.ok(&c).await;
     assert!(owned(&h).is_empty(), "v1 still owned: the GC would take it");
     let annotations = h.ctx.io.world().versions[&v1].annotations().clone();

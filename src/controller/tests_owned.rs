@@ -119,7 +119,10 @@ async fn no_path_changes_an_object_the_channel_does_not_control() {
         // A version that carries foo's label and no owner, one another channel controls.
         for (name, owner) in [
             ("v9", None),
-            ("v8", Some(("ManagedOSVersionChannel", "other", "uid-other"))),
+            (
+                "v8",
+                Some(("ManagedOSVersionChannel", "other", "uid-other")),
+            ),
         ] {
             let v: ManagedOSVersion = serde_json::from_value(json!({
                 "apiVersion": "rancheros.cattle.io/v1",
@@ -174,15 +177,13 @@ async fn no_path_changes_an_object_the_channel_does_not_control() {
     // Suspended, then disabled (deleting what it no longer lists).
     for (field, value) in [("suspend", true), ("enabled", false)] {
         for c in [&foo, &bar] {
-            {
-                let mut world = h.ctx.io.world();
-                let spec = &mut world.channels.get_mut(c).unwrap().spec;
-                spec.delete_no_longer_in_sync_versions = Some(true);
-                spec.suspend = Some(field == "suspend" && value);
+            h.edit(c, |ch| {
+                ch.spec.delete_no_longer_in_sync_versions = Some(true);
+                ch.spec.suspend = Some(field == "suspend" && value);
                 if field == "enabled" {
-                    spec.enabled = Some(value);
+                    ch.spec.enabled = Some(value);
                 }
-            }
+            });
             h.bump(c);
             h.ok(c).await;
             unchanged(&h, field);
@@ -194,23 +195,17 @@ async fn no_path_changes_an_object_the_channel_does_not_control() {
     );
 
     // Enabled again (v1 back), then deleted: the Orphan finalizer lets go of its own only.
-    h.ctx.io.world().channels.get_mut(&foo).unwrap().spec.enabled = Some(true);
+    h.edit(&foo, |ch| ch.spec.enabled = Some(true));
     image.store(1, Ordering::SeqCst);
     h.bump(&foo);
     h.ok(&foo).await;
     assert!(h.ctx.io.world().versions.contains_key(&key("a", "v1")));
-    h.ctx
-        .io
-        .world()
-        .channels
-        .get_mut(&foo)
-        .unwrap()
-        .metadata
-        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::now(),
-    ));
+    h.mark_deleted(&foo);
     h.ok(&foo).await;
-    assert!(h.channel(&foo).finalizers().is_empty(), "the channel is let go");
+    assert!(
+        h.channel(&foo).finalizers().is_empty(),
+        "the channel is let go"
+    );
     assert!(
         h.ctx.io.world().versions[&key("a", "v1")]
             .owner_references()
@@ -249,7 +244,10 @@ async fn a_changelogs_conflict_is_said_until_resolved_then_the_changelogs_are_st
     let uid = h.channel(&foo).uid().unwrap();
     let stored = h.ctx.io.world().configmaps[&key("a", "foo-changelogs")].clone();
     let owner = &stored.owner_references()[0];
-    assert_eq!((owner.uid.as_str(), owner.controller), (uid.as_str(), Some(true)));
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        (uid.as_str(), Some(true))
+    );
     assert_eq!(stored.labels()[CHANNEL_LABEL], "foo");
     assert_eq!(
         stored.data.as_ref().unwrap()["v1"],
@@ -293,8 +291,14 @@ async fn a_pod_no_longer_controlled_by_the_channel_is_not_deleted() {
     );
     assert!(h.has_pod(&c));
     // Its own, it goes; one replaced meanwhile (another uid) is left alone.
-    h.ctx.io.world().pods.get_mut(&c).unwrap().metadata.owner_references =
-        channel.controller_owner_ref(&()).map(|o| vec![o]);
+    h.ctx
+        .io
+        .world()
+        .pods
+        .get_mut(&c)
+        .unwrap()
+        .metadata
+        .owner_references = channel.controller_owner_ref(&()).map(|o| vec![o]);
     let done = owned::delete(io, metrics, Kind::Pod, "a", "c", "pod-0", &channel).await;
     assert_eq!(done.unwrap(), Done::Replaced);
     assert!(h.has_pod(&c));

@@ -230,14 +230,15 @@ async fn a_tenants_changelogs_configmap_is_never_written_and_the_conflict_is_sai
         "data": {"settings": "the tenant's own"},
     }))
     .unwrap();
-    let tenants = maps
-        .create(&Default::default(), &tenants)
-        .await
-        .unwrap();
+    let tenants = maps.create(&Default::default(), &tenants).await.unwrap();
     let untouched = |map: &ConfigMap, after: &str| {
         assert_eq!(
             (&map.metadata.uid, &map.metadata.resource_version, &map.data),
-            (&tenants.metadata.uid, &tenants.metadata.resource_version, &tenants.data),
+            (
+                &tenants.metadata.uid,
+                &tenants.metadata.resource_version,
+                &tenants.data
+            ),
             "after {after}: the tenant's ConfigMap was written"
         );
         assert!(map.owner_references().is_empty(), "after {after}: adopted");
@@ -248,7 +249,10 @@ async fn a_tenants_changelogs_configmap_is_never_written_and_the_conflict_is_sai
     start_pulling(&mut t, &FLAGS).await;
     let image = format!("{}/{repo}:latest", registry());
     let ch = t.create_synced("foo", oci(&image, json!({})), SYNC).await;
-    untouched(&maps.get("foo-changelogs").await.unwrap(), "an image without changelogs");
+    untouched(
+        &maps.get("foo-changelogs").await.unwrap(),
+        "an image without changelogs",
+    );
     assert!(
         !ready_message(&ch).contains("changelogs"),
         "nothing to store is no conflict: {}",
@@ -265,17 +269,22 @@ async fn a_tenants_changelogs_configmap_is_never_written_and_the_conflict_is_sai
     l.push(desc, &repo, "latest");
     let before = t.channel("foo").await;
     let ch = t.sync_again("foo", "with-changelogs", &before, SYNC).await;
-    untouched(&maps.get("foo-changelogs").await.unwrap(), "an image with changelogs");
-    assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"), "the sync stands");
+    untouched(
+        &maps.get("foo-changelogs").await.unwrap(),
+        "an image with changelogs",
+    );
+    assert_eq!(
+        ready_reason(&ch).as_deref(),
+        Some("Synchronized"),
+        "the sync stands"
+    );
     let said = "the changelogs were not stored: ConfigMap \"foo-changelogs\" already exists and is not controlled by any channel";
     assert_message_contains(&ch, said);
     let events = channel_events(&t, "foo").await;
     assert!(
-        events
-            .iter()
-            .any(|(type_, reason, note)| type_ == "Warning"
-                && reason == "ChangelogsConflict"
-                && note.contains(said)),
+        events.iter().any(|(type_, reason, note)| type_ == "Warning"
+            && reason == "ChangelogsConflict"
+            && note.contains(said)),
         "{events:?}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
@@ -295,7 +304,11 @@ async fn a_tenants_changelogs_configmap_is_never_written_and_the_conflict_is_sai
         .unwrap();
     let before = t.channel("foo").await;
     let ch = t.sync_again("foo", "name-free", &before, SYNC).await;
-    assert!(!ready_message(&ch).contains("changelogs"), "{}", ready_message(&ch));
+    assert!(
+        !ready_message(&ch).contains("changelogs"),
+        "{}",
+        ready_message(&ch)
+    );
     let ours = maps.get("foo-changelogs").await.unwrap();
     let owner = &ours.owner_references()[0];
     assert_eq!(
