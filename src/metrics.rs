@@ -285,12 +285,13 @@ impl Metrics {
             .inc();
     }
 
-    /// One write request: `create_pod`, `delete_pod`, `apply_version`, `mark_version`,
-    /// `delete_version`, `status`.
+    /// An object of `kind` a watch could not decode.
     pub fn undecodable(&self, kind: &'static str) {
         self.undecodable.get_or_create(&KindLabel { kind }).inc();
     }
 
+    /// One write request: `create_pod`, `delete_pod`, `apply_configmap`, `apply_version`,
+    /// `mark_version`, `delete_version`, `status`.
     pub fn wrote(&self, operation: &'static str) {
         self.writes.get_or_create(&WriteLabel { operation }).inc();
     }
