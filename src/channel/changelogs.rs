@@ -15,7 +15,9 @@ pub const MAX_FILES: usize = 1000;
 
 /// The ConfigMap that holds a channel's changelogs, one key per version:
 /// `<channel>-changelogs`, or, for a name too long for that, its first 200 characters and
-/// a hash of the whole.
+/// a hash of the whole, then `.changelogs`: a suffix no short name gets, so that no channel
+/// can be named to take a long-named channel's ConfigMap (a name held by anyone else is
+/// still a conflict the operator reports, never writes).
 pub fn configmap_name(channel: &str) -> String {
     const SUFFIX: &str = "-changelogs";
     if channel.len().saturating_add(SUFFIX.len()) <= 253 {
@@ -32,7 +34,7 @@ pub fn configmap_name(channel: &str) -> String {
         .get(..200)
         .unwrap_or(channel)
         .trim_end_matches(['-', '.']);
-    format!("{head}-{hex}{SUFFIX}")
+    format!("{head}-{hex}.changelogs")
 }
 
 /// The changelogs found so far, by version name.
@@ -105,6 +107,19 @@ impl Changelogs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_channel_name_gives_a_long_named_channels_configmap() {
+        assert_eq!(configmap_name("foo"), "foo-changelogs");
+        let long = "a".repeat(250);
+        let shortened = configmap_name(&long);
+        assert!(shortened.len() <= 253, "{}", shortened.len());
+        assert!(shortened.ends_with(".changelogs"), "{shortened}");
+        // The channel named as the shortened name's head and hash gets another name.
+        let head = shortened.trim_end_matches(".changelogs");
+        assert_ne!(configmap_name(head), shortened);
+        assert_ne!(configmap_name(&"a".repeat(251)), shortened);
+    }
 
     #[test]
     fn only_version_named_files_under_changelog_count() {

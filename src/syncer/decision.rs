@@ -84,7 +84,7 @@ pub enum Effect {
         uid: String,
         no_longer_in_sync: bool,
     },
-    /// Store (`Some`) or remove (`None`) the channel's changelogs, in the ConfigMap `name`
+    /// Store (`Some`) or empty (`None`) the channel's changelogs, in the ConfigMap `name`
     /// (an oci image's `/changelog/*.updates.log`, read with its data).
     Changelogs {
         name: String,
@@ -115,7 +115,7 @@ impl Effect {
                 name,
                 files: Some(f),
             } => format!("store {} changelogs in configmap {name}", f.files.len()),
-            Effect::Changelogs { name, .. } => format!("remove configmap {name}"),
+            Effect::Changelogs { name, .. } => format!("empty configmap {name}"),
         }
     }
 }

@@ -88,7 +88,7 @@ impl Decider<'_> {
         self.source_verified(d, verdict)
     }
 
-    /// The image's changelogs, stored after the versions (none found: the ConfigMap goes);
+    /// The image's changelogs, stored after the versions (none found: the ConfigMap is emptied);
     /// files left out are said in an Event.
     fn store_changelogs(
         &self,

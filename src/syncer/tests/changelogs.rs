@@ -1,5 +1,5 @@
 //! An oci image's changelogs in the decision: stored after the versions when the data was
-//! read now, removed when the image has none, left alone when the data was kept.
+//! read now, emptied when the image has none, left alone when the data was kept.
 
 use super::*;
 use crate::channel::changelogs::Changelogs;
@@ -45,7 +45,7 @@ fn changelogs_read_with_the_data_are_stored_after_the_versions() {
     let d = decided(&pulled(Some(Changelogs::default()), false));
     assert_eq!(
         descriptions(&d).last().map(String::as_str),
-        Some("remove configmap chan-changelogs"),
+        Some("empty configmap chan-changelogs"),
         "an image without changelogs"
     );
     for kept in [pulled(None, false), pulled(None, true)] {
