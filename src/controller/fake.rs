@@ -13,8 +13,7 @@ use kube::ResourceExt;
 
 use super::Error;
 use super::Key;
-use super::io::{ChannelIo, Written};
-use super::owned::Kind;
+use super::io::{ChannelIo, Kind, Written};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
 };
@@ -25,6 +24,7 @@ use crate::syncer::drift::Known;
 use merge::merged;
 
 mod merge;
+mod objects;
 mod pages;
 
 /// What the json source answers.
@@ -321,21 +321,9 @@ impl ChannelIo for FakeIo {
         namespace: &str,
         name: &str,
     ) -> Result<Option<ObjectMeta>, kube::Error> {
-        let mut world = self.world();
-        let key = key_of(namespace, name);
-        Ok(match kind {
-            Kind::Pod => {
-                world.call("get_pod", name)?;
-                world.pods.get(&key).map(|p| p.metadata.clone())
-            }
-            Kind::ConfigMap => {
-                world.call("get_configmap", name)?;
-                world.configmaps.get(&key).map(|m| m.metadata.clone())
-            }
-        })
+        self.world().read_meta(kind, &key_of(namespace, name))
     }
 
-    /// As the API server: a uid precondition that differs is a 409, an absent object 404.
     async fn delete_object(
         &self,
         kind: Kind,
@@ -343,55 +331,13 @@ impl ChannelIo for FakeIo {
         name: &str,
         uid: &str,
     ) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        let key = key_of(namespace, name);
-        let found = match kind {
-            Kind::Pod => {
-                world.call("delete_pod", name)?;
-                world.pods.get(&key).map(|p| p.metadata.uid.clone())
-            }
-            Kind::ConfigMap => {
-                world.call("delete_configmap", name)?;
-                world.configmaps.get(&key).map(|m| m.metadata.uid.clone())
-            }
-        };
-        match found {
-            Some(found) if found.as_deref() == Some(uid) => {
-                match kind {
-                    Kind::Pod => drop(world.pods.remove(&key)),
-                    Kind::ConfigMap => drop(world.configmaps.remove(&key)),
-                }
-                Ok(())
-            }
-            Some(_) => Err(status_error(409)),
-            None => Err(status_error(404)),
-        }
+        self.world()
+            .delete_object(kind, &key_of(namespace, name), uid)
     }
 
-    /// As the API server's server-side apply, forced: the create-only resourceVersion
-    /// refuses an existing object (409), a uid that differs from the object's is a 409;
-    /// the applied labels, owners and data replace the object's.
     async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        let name = map.name_any();
-        world.call("apply_configmap", &name)?;
-        let key = key_of(namespace, &name);
-        let existing = world.configmaps.get(&key).cloned();
-        let create_only = map.metadata.resource_version.as_deref() == Some("1");
-        let uid = match (&existing, &map.metadata.uid) {
-            (Some(_), _) if create_only => return Err(status_error(409)),
-            (Some(have), Some(want)) if have.metadata.uid.as_ref() != Some(want) => {
-                return Err(status_error(409));
-            }
-            (Some(have), _) => have.metadata.uid.clone(),
-            (None, _) => Some(format!("cm-{}", world.next())),
-        };
-        let mut stored = map.clone();
-        stored.metadata.namespace = Some(namespace.into());
-        stored.metadata.uid = uid;
-        stored.metadata.resource_version = Some(world.next());
-        world.configmaps.insert(key, stored);
-        Ok(())
+        self.world()
+            .apply_config_map(&key_of(namespace, &map.name_any()), map)
     }
 
     async fn pod_cache_shows(

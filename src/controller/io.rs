@@ -17,7 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Error;
 use super::Key;
-use super::owned::Kind;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};
@@ -29,6 +28,31 @@ use crate::syncer::drift::Known;
 /// write returned (`None`: deleted). The cache is awaited for these, and remembers them
 /// (`syncer::drift`).
 pub type Written = (String, Option<String>);
+
+/// The kinds of object the operator writes besides versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Pod,
+    ConfigMap,
+}
+
+impl Kind {
+    /// As messages name it.
+    pub fn shown(self) -> &'static str {
+        match self {
+            Kind::Pod => "pod",
+            Kind::ConfigMap => "ConfigMap",
+        }
+    }
+
+    /// The `operation` label of `writes_total` for its delete.
+    pub fn delete_label(self) -> &'static str {
+        match self {
+            Kind::Pod => "delete_pod",
+            Kind::ConfigMap => "delete_configmap",
+        }
+    }
+}
 
 pub trait ChannelIo: Send + Sync + 'static {
     /// Channels observed syncing: their syncer pod runs and a live channel controls it.

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::errors::is_status;
-use super::io::ChannelIo;
+use super::io::{ChannelIo, Kind};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionChannel};
 use crate::channel::changelogs::Changelogs;
 use crate::metrics::Metrics;
@@ -29,31 +29,6 @@ use crate::syncer::versions::{conflict, controlled_by};
 /// The resourceVersion of a create-only apply (as for versions): no object has it, so an
 /// apply carrying it creates, or fails with 409 when the name exists.
 const CREATE_ONLY: &str = "1";
-
-/// The kinds of object the operator writes besides versions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Pod,
-    ConfigMap,
-}
-
-impl Kind {
-    /// As messages name it.
-    pub fn shown(self) -> &'static str {
-        match self {
-            Kind::Pod => "pod",
-            Kind::ConfigMap => "ConfigMap",
-        }
-    }
-
-    /// The `operation` label of `writes_total` for its delete.
-    fn delete_label(self) -> &'static str {
-        match self {
-            Kind::Pod => "delete_pod",
-            Kind::ConfigMap => "delete_configmap",
-        }
-    }
-}
 
 /// What a change of an owned object did.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use tracing::info;
 
 use super::errors::{Error, api_message, classify, is_status, kube_err};
 use super::io::ChannelIo;
-use super::owned::{self, Done, Kind};
+use super::io::Kind;
+use super::owned::{self, Done};
 use crate::api::ManagedOSVersionChannel;
 use crate::budget::Hold;
 use crate::display::FRAME_OVERHEAD;

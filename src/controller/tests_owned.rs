@@ -13,7 +13,8 @@ use kube::Resource;
 
 use crate::api::ManagedOSVersion;
 use crate::channel::changelogs::Changelogs;
-use crate::controller::owned::{self, Done, Kind};
+use crate::controller::io::Kind;
+use crate::controller::owned::{self, Done};
 
 /// An oci channel image: 1 ships a changelog for v1, 2 ships none.
 fn image_source(image: Arc<AtomicU8>) -> crate::controller::fake::Source {
