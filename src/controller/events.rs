@@ -41,20 +41,25 @@ impl<I: ChannelIo> Context<I> {
             r.last_event
                 .as_ref()
                 .filter(|l| l.warning == note.warning && l.reason == note.reason && l.note == text)
-                .map(|l| (l.name.clone(), l.count.saturating_add(1)))
+                .map(|l| (l.name.clone(), l.uid.clone(), l.count.saturating_add(1)))
         });
-        if let Some((name, count)) = repeat.flatten() {
+        if let Some((name, event_uid, count)) = repeat.flatten() {
             let series = EventSeries {
                 count,
                 last_observed_time: now.clone(),
             };
-            match self.io.patch_event_series(&namespace, &name, series).await {
+            let patched = self
+                .io
+                .patch_event_series(&namespace, &name, event_uid.as_deref(), series)
+                .await;
+            match patched {
                 Ok(()) => {
-                    self.remember_event(key, uid, name, note, text, count);
+                    self.remember_event(key, uid, (name, event_uid), note, text, count);
                     return Ok(());
                 }
-                // Expired (the API server keeps Events an hour): a new one.
-                Err(e) if is_status(&e, 404) => {}
+                // Expired (the API server keeps Events an hour), or the name taken by
+                // someone else since (the uid precondition): a new one.
+                Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -75,8 +80,8 @@ impl<I: ChannelIo> Context<I> {
             reporting_instance: Some(self.reporter.instance.clone()),
             ..Default::default()
         };
-        self.io.create_event(&namespace, &event).await?;
-        self.remember_event(key, uid, name, note, text, 1);
+        let event_uid = self.io.create_event(&namespace, &event).await?;
+        self.remember_event(key, uid, (name, event_uid), note, text, 1);
         Ok(())
     }
 
@@ -84,7 +89,7 @@ impl<I: ChannelIo> Context<I> {
         &self,
         key: &Key,
         uid: &str,
-        name: String,
+        (name, event_uid): (String, Option<String>),
         note: &Note,
         text: String,
         count: i32,
@@ -92,6 +97,7 @@ impl<I: ChannelIo> Context<I> {
         self.with_record(key, uid, |r| {
             r.last_event = Some(LastEvent {
                 name,
+                uid: event_uid,
                 warning: note.warning,
                 reason: note.reason,
                 note: text,

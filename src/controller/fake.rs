@@ -365,35 +365,18 @@ impl ChannelIo for FakeIo {
         Ok(!world.caches_lag)
     }
 
-    async fn create_event(&self, _namespace: &str, event: &Event) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        world.call(
-            "create_event",
-            event.metadata.name.as_deref().unwrap_or_default(),
-        )?;
-        world.events.push(event.clone());
-        Ok(())
+    async fn create_event(&self, _ns: &str, event: &Event) -> Result<Option<String>, kube::Error> {
+        self.world().create_event(event)
     }
 
     async fn patch_event_series(
         &self,
         _namespace: &str,
         name: &str,
+        uid: Option<&str>,
         series: EventSeries,
     ) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        world.call("patch_event", name)?;
-        match world
-            .events
-            .iter_mut()
-            .find(|e| e.metadata.name.as_deref() == Some(name))
-        {
-            Some(event) => {
-                event.series = Some(series);
-                Ok(())
-            }
-            None => Err(status_error(404)),
-        }
+        self.world().patch_event_series(name, uid, series)
     }
 
     async fn patch_channel(&self, key: &Key, patch: &serde_json::Value) -> Result<(), kube::Error> {

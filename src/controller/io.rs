@@ -187,17 +187,20 @@ pub trait ChannelIo: Send + Sync + 'static {
         status: &ManagedOSVersionChannelStatus,
     ) -> impl Future<Output = Result<bool, kube::Error>> + Send;
 
+    /// Creates the Event; the uid the API server gave it.
     fn create_event(
         &self,
         namespace: &str,
         event: &Event,
-    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, kube::Error>> + Send;
 
-    /// Adds to the series of an Event published before.
+    /// Adds to the series of an Event published before, with its uid as a precondition:
+    /// one of that name made by someone else since (it expired) is refused (409).
     fn patch_event_series(
         &self,
         namespace: &str,
         name: &str,
+        uid: Option<&str>,
         series: EventSeries,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 

@@ -348,25 +348,32 @@ impl ChannelIo for KubeIo {
         .await)
     }
 
-    async fn create_event(&self, namespace: &str, event: &Event) -> Result<(), kube::Error> {
-        self.api::<Event>(namespace)
+    async fn create_event(
+        &self,
+        namespace: &str,
+        event: &Event,
+    ) -> Result<Option<String>, kube::Error> {
+        let created = self
+            .api::<Event>(namespace)
             .create(&PostParams::default(), event)
-            .await
-            .map(drop)
+            .await?;
+        Ok(created.metadata.uid)
     }
 
     async fn patch_event_series(
         &self,
         namespace: &str,
         name: &str,
+        uid: Option<&str>,
         series: EventSeries,
     ) -> Result<(), kube::Error> {
+        let mut patch = json!({ "series": series });
+        if let Some(uid) = uid {
+            // A precondition (a null would remove the field instead).
+            patch["metadata"] = json!({ "uid": uid });
+        }
         self.api::<Event>(namespace)
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "series": series })),
-            )
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map(drop)
     }

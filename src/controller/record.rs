@@ -17,6 +17,8 @@ use crate::fetch::Validators;
 #[derive(Clone, Debug, PartialEq)]
 pub struct LastEvent {
     pub name: String,
+    /// Its uid: a series is added to this Event only, never to a namesake made since.
+    pub uid: Option<String>,
     pub warning: bool,
     pub reason: &'static str,
     pub note: String,

@@ -308,3 +308,27 @@ async fn a_pod_no_longer_controlled_by_the_channel_is_not_deleted() {
     assert!(!h.has_pod(&c));
     assert_eq!(uid, h.channel(&c).uid().unwrap());
 }
+
+#[tokio::test]
+async fn an_events_series_is_never_added_to_a_namesake_someone_else_made() {
+    let mut h = Harness::new(crate::syncer::Settings {
+        retry_delay: std::time::Duration::ZERO,
+        ..settings()
+    });
+    let c = h.create("a", "c", json_channel());
+    h.ctx.io.world().source = Some(Box::new(|_: &Validators| {
+        Response::Failed("fetching https://example.com/c.json: HTTP 500".into())
+    }));
+    h.ok(&c).await;
+    // The Event expired, and someone made one of its name.
+    let theirs = {
+        let mut world = h.ctx.io.world();
+        let event = &mut world.events[0];
+        event.metadata.uid = Some("tenant-event".into());
+        event.clone()
+    };
+    h.ok(&c).await;
+    let world = h.ctx.io.world();
+    assert_eq!(world.events[0], theirs, "the tenant's Event was patched");
+    assert_eq!(world.events.len(), 2, "a new Event: {:?}", world.calls);
+}

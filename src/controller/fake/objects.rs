@@ -1,8 +1,10 @@
-//! The fake's objects other than channels and versions (pods, ConfigMaps), as the API
-//! server reads, deletes and applies them for `controller::owned`: preconditions included.
+//! The fake's objects other than channels and versions (pods, ConfigMaps, Events), as the
+//! API server reads, writes and deletes them: preconditions included.
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 
 use super::{Key, Kind, World, status_error};
 
@@ -79,5 +81,37 @@ impl World {
         stored.metadata.resource_version = Some(self.next());
         self.configmaps.insert(key.clone(), stored);
         Ok(())
+    }
+
+    pub(super) fn create_event(&mut self, event: &Event) -> Result<Option<String>, kube::Error> {
+        self.call("create_event", &event.name_any())?;
+        let mut event = event.clone();
+        event.metadata.uid = Some(format!("ev-{}", self.next()));
+        self.events.push(event.clone());
+        Ok(event.metadata.uid)
+    }
+
+    /// The uid a precondition (409 when it differs).
+    pub(super) fn patch_event_series(
+        &mut self,
+        name: &str,
+        uid: Option<&str>,
+        series: EventSeries,
+    ) -> Result<(), kube::Error> {
+        self.call("patch_event", name)?;
+        match self
+            .events
+            .iter_mut()
+            .find(|e| e.metadata.name.as_deref() == Some(name))
+        {
+            Some(event) if uid.is_some_and(|u| event.metadata.uid.as_deref() != Some(u)) => {
+                Err(status_error(409))
+            }
+            Some(event) => {
+                event.series = Some(series);
+                Ok(())
+            }
+            None => Err(status_error(404)),
+        }
     }
 }
