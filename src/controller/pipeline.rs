@@ -53,9 +53,10 @@ struct Gathered {
     pod_create_error: Option<SyncFailure>,
     error: Option<SyncFailure>,
     queued: bool,
-    /// The changelogs' ConfigMap name is held by someone else: the data is not kept, so
+    /// The changelogs were not stored for a reason the next sync may not meet (the name
+    /// held by someone else, the ConfigMap replaced meanwhile): the data is not kept, so
     /// the next sync reads the image again and tries again.
-    changelogs_conflict: bool,
+    changelogs_unstored: bool,
 }
 
 /// One reconciliation in progress.
@@ -370,7 +371,7 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             self.ctx.metrics.sync_failed(failure);
         }
         if decision.outcome == Some(Outcome::Synchronized)
-            && !self.seen.changelogs_conflict
+            && !self.seen.changelogs_unstored
             && let Some((source, fetched)) = &self.seen.fetched
         {
             self.ctx.remember_body(self.key, &self.uid, source, fetched);

@@ -63,6 +63,7 @@ impl<I: ChannelIo> Attempt<'_, I> {
                 Ok(Done::Changed | Done::Nothing) => {}
                 Ok(Done::Replaced) => {
                     warn!(configmap = %name, "the changelogs were not stored: the ConfigMap was replaced meanwhile");
+                    self.seen.changelogs_unstored = true;
                 }
                 Err(e) => warn!(configmap = %name, "the changelogs were not stored: {e}"),
             }
@@ -70,7 +71,7 @@ impl<I: ChannelIo> Attempt<'_, I> {
         for why in conflicts {
             // The data is read again at the next sync (not kept), so that the changelogs
             // are stored, or the conflict said again, until it is resolved.
-            self.seen.changelogs_conflict = true;
+            self.seen.changelogs_unstored = true;
             report_conflict(&self.channel, decision, why);
         }
         Ok(())
