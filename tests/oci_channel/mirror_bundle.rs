@@ -37,10 +37,17 @@ async fn a_bundle_renamed_out_of_the_prefix_or_missing_a_blob_is_refused_or_repa
     // A blob lost (the channel's 2-byte config, its manifest, the image's layer) or cut
     // short: drift, and the next run puts it back.
     let (index, at) = channel_entry(&bundle);
-    let channel_manifest = index["manifests"][at]["digest"].as_str().unwrap().to_string();
+    let channel_manifest = index["manifests"][at]["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let image = raw_manifest(&format!("{r}/{ns}/os:1.0"));
     let layer = image["layers"][0]["digest"].as_str().unwrap().to_string();
-    let blob = |d: &str| bundle.join("blobs/sha256").join(d.strip_prefix("sha256:").unwrap());
+    let blob = |d: &str| {
+        bundle
+            .join("blobs/sha256")
+            .join(d.strip_prefix("sha256:").unwrap())
+    };
     for (lost, cut) in [
         (sha(b"{}"), false),
         (channel_manifest.clone(), false),
@@ -54,9 +61,16 @@ async fn a_bundle_renamed_out_of_the_prefix_or_missing_a_blob_is_refused_or_repa
             std::fs::remove_file(blob(&lost)).unwrap();
         }
         let drift = mirror_json(&t, &[&source, "--to", &to_dir, "--check"], 2);
-        assert!(!drift["drift"].as_array().unwrap().is_empty(), "{lost}: {drift:#}");
+        assert!(
+            !drift["drift"].as_array().unwrap().is_empty(),
+            "{lost}: {drift:#}"
+        );
         mirror_json(&t, &[&source, "--to", &to_dir], 0);
-        assert_eq!(std::fs::read(blob(&lost)).unwrap(), whole, "{lost} put back");
+        assert_eq!(
+            std::fs::read(blob(&lost)).unwrap(),
+            whole,
+            "{lost} put back"
+        );
         mirror_json(&t, &[&source, "--to", &to_dir, "--check"], 0);
     }
 
