@@ -101,25 +101,11 @@ impl Reference {
         } else {
             repository
         };
-        let component_ok = |c: &str| {
-            c.bytes().all(|b| {
-                b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-            }) && c.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-                && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
-        };
-        if registry.is_empty() || !repository.split('/').all(component_ok) {
+        if !host_ok(&registry) || !repository_ok(&repository) {
             return Err(malformed());
         }
-        if let Some(tag) = &tag {
-            let tag_ok = !tag.is_empty()
-                && tag.len() <= 128
-                && !tag.starts_with(['.', '-'])
-                && tag
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-            if !tag_ok {
-                return Err(malformed());
-            }
+        if tag.as_deref().is_some_and(|t| !tag_ok(t)) {
+            return Err(malformed());
         }
         Ok(Reference {
             registry,
@@ -143,6 +129,67 @@ impl Reference {
             && self.repository == repository
             && self.tag.as_deref() == Some(tag)
     }
+}
+
+/// A repository path: `/`-separated components of lowercase letters, digits and `.`, `_`,
+/// `-`, each beginning and ending with a letter or digit (so never `.` or `..`).
+pub fn repository_ok(path: &str) -> bool {
+    let component_ok = |c: &str| {
+        c.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        }) && c.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && c.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    };
+    path.split('/').all(component_ok)
+}
+
+/// A tag: up to 128 letters, digits, `.`, `_`, `-`, not beginning with `.` or `-`.
+pub fn tag_ok(tag: &str) -> bool {
+    !tag.is_empty()
+        && tag.len() <= 128
+        && !tag.starts_with(['.', '-'])
+        && tag
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A registry host (`[host|[v6]][:port]`): dot-separated labels of letters, digits, `-`
+/// and `_`, none empty (so never `.` or `..`), or a bracketed IPv6 address.
+fn host_ok(registry: &str) -> bool {
+    let port_ok = |p: &str| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = registry.strip_prefix('[') {
+        let Some((v6, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let v6_ok = !v6.is_empty()
+            && v6
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.'));
+        return v6_ok && (after.is_empty() || after.strip_prefix(':').is_some_and(port_ok));
+    }
+    let (host, port) = match registry.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (registry, None),
+    };
+    port.is_none_or(port_ok)
+        && !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+        })
+}
+
+/// A name written `path:tag` with no registry (how a layout names the channel it holds):
+/// the path and the tag, each checked as a reference's are.
+pub fn path_and_tag(text: &str) -> Result<(&str, &str), ReferenceError> {
+    let malformed = || ReferenceError::Malformed(crate::text::head(text, 200));
+    let (path, tag) = text.rsplit_once(':').ok_or_else(malformed)?;
+    if text.len() > MAX_REFERENCE || !repository_ok(path) || !tag_ok(tag) {
+        return Err(malformed());
+    }
+    Ok((path, tag))
 }
 
 impl fmt::Display for Reference {
@@ -245,6 +292,45 @@ mod tests {
         assert!(!r.moved_by("127.0.0.1:5050", "hook/other", "v1"));
         assert!(parse("busybox").moved_by("registry-1.docker.io", "library/busybox", "latest"));
         assert!(parse("Reg.IO/x:v1").moved_by("reg.io", "x", "v1"));
+    }
+
+    #[test]
+    fn dot_segments_and_bad_hosts_are_no_reference_and_no_layout_name() {
+        for bad in [
+            "../victim/app:latest",
+            "./x/app:1",
+            "reg.io/../victim:1",
+            "reg.io/a/./b:1",
+            "reg..io/x:1",
+            "reg.io:/x:1",
+            "reg.io:5000x/x:1",
+            "[::1/x:1",
+            "reg.io/x:..",
+        ] {
+            assert!(Reference::parse(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "reg.io:5000/x:1",
+            "[::1]/x:1",
+            "localhost/x",
+            "my_host.lan/x:1",
+        ] {
+            assert!(Reference::parse(good).is_ok(), "{good:?}");
+        }
+        assert_eq!(path_and_tag("os/channel:v1").unwrap(), ("os/channel", "v1"));
+        for bad in [
+            "../victim/app:latest",
+            "os/../../victim:v1",
+            "os/./channel:v1",
+            "/abs/channel:v1",
+            "os/channel",
+            "os/channel:",
+            "os/channel:../x",
+            "reg.io:5000/os:v1",
+            "os//channel:v1",
+        ] {
+            assert!(path_and_tag(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -77,6 +77,7 @@ pub(super) async fn copy_image(
         stats,
         copied: &mut copied,
         depth: 0,
+        seen: Default::default(),
     };
     walk.tree(&digest, &body, &media_type, true).await?;
     // (a rebuilt index has no signatures: they were over the original)
@@ -90,16 +91,32 @@ pub(super) async fn copy_image(
             continue;
         };
         let at_dest = dst.manifest_digest(&to, &tag).await.map_err(fail)?;
-        if at_dest.as_deref() == Some(signature.as_str()) && !signature.is_empty() {
+        let same = at_dest.as_deref() == Some(signature.as_str()) && !signature.is_empty();
+        // (a directory's signature is walked still: its blobs may have been lost since)
+        if same && !dst.is_dir() {
             continue;
         }
-        let (body, media_type) = src
-            .manifest(&from, &tag)
-            .await
-            .map_err(fail)?
-            .ok_or_else(|| format!("SOURCE lost {} while it was read", from.at(&tag)))?;
+        let local = match same {
+            true => dst
+                .manifest(&to, &tag)
+                .await
+                .map_err(fail)?
+                .filter(|(b, _)| registry::matches(&signature, b) == Some(true)),
+            false => None,
+        };
+        let (body, media_type) = match local {
+            Some(found) => found,
+            None => src
+                .manifest(&from, &tag)
+                .await
+                .map_err(fail)?
+                .ok_or_else(|| format!("SOURCE lost {} while it was read", from.at(&tag)))?,
+        };
         let sig_digest = registry::sha256(&body);
         walk.tree(&sig_digest, &body, &media_type, false).await?;
+        if same {
+            continue;
+        }
         match mode {
             Mode::Copy => dst
                 .put_manifest(&to, &tag, &media_type, &body, true)
@@ -125,9 +142,9 @@ pub(super) async fn publish(
     mode: Mode,
     sign: Option<&crate::cosign::sign::SigningKey>,
 ) -> Result<(String, State), String> {
-    let (path, tag) = name
-        .rsplit_once(':')
-        .ok_or("a channel name without a tag")?;
+    // (checked again here: every write lands under DEST's prefix)
+    let (path, tag) =
+        crate::reference::path_and_tag(name).map_err(|e| format!("the channel's name: {e}"))?;
     let loc = match dest {
         Dest::Registry(prefix) => Loc::under(prefix, path),
         // In a layout, the channel's entry is named `path:tag`.
@@ -146,9 +163,21 @@ pub(super) async fn publish(
         Dest::Dir(d) => format!("dir:{}:{name}", d.display()),
     };
     let fail = |e: PullError| e.to_string();
-    let current = match (dst, dest) {
-        (Store::Dir(l), _) => l.channel().await.filter(|(n, _)| n == name).map(|(_, d)| d),
-        _ => dst.manifest_digest(&loc, tag).await.map_err(fail)?,
+    let current = match dst {
+        // (a directory's channel is there when its three blobs are, whole)
+        Store::Dir(l) => {
+            let named = l.channel().await.ok().flatten();
+            let mut whole = named.is_some_and(|(n, d)| n == name && d == digest);
+            for blob in [
+                digest.clone(),
+                registry::sha256(plan::EMPTY),
+                registry::sha256(data),
+            ] {
+                whole = whole && l.has_blob(&blob).await.map_err(fail)?;
+            }
+            whole.then(|| digest.clone())
+        }
+        Store::Registry(_) => dst.manifest_digest(&loc, tag).await.map_err(fail)?,
     };
     // Signed: the signature goes in before the channel's tag moves (ECDSA signatures differ
     // each time, so one found is kept).

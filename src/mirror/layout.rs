@@ -4,8 +4,18 @@
 //! `:tag` for signature tags and the channel). A blob is written to a temporary file,
 //! checked against its digest and renamed into place, and `index.json` is replaced whole,
 //! so a run killed at any point leaves a layout that a next run completes.
+//!
+//! A directory is carried in from elsewhere and trusted for nothing: no write or read
+//! follows a symlink (a temporary file is made new, under a name no one can guess, and
+//! renamed over whatever held the name; a symlinked `blobs/` is refused), every read is
+//! bounded as it is read, and a blob counts as present only when its bytes hash to its
+//! digest.
 
+use std::collections::HashSet;
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -26,51 +36,148 @@ pub struct Layout {
     dir: PathBuf,
     /// `index.json`'s entries, written back after each change (one writer at a time).
     index: tokio::sync::Mutex<Vec<Value>>,
+    /// Blobs this run hashed whole or wrote: not hashed again.
+    verified: std::sync::Mutex<HashSet<String>>,
+    /// Manifests read (a walk reads each digest once).
+    reads: AtomicU64,
+}
+
+/// Opens `path` for reading without following a symlink, and only a regular file (a FIFO
+/// or a device would block or never end).
+fn open_read(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// What a bounded read found.
+enum Read {
+    Missing,
+    Bytes(Vec<u8>),
+    /// More than the bound.
+    TooBig,
+}
+
+/// A file's bytes, at most `max` (counted as read, not from its size: a size can lie).
+fn read_bounded(path: &Path, max: u64) -> Result<Read, String> {
+    let file = match open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Read::Missing),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > max {
+        return Ok(Read::TooBig);
+    }
+    Ok(Read::Bytes(bytes))
+}
+
+/// A new file in `dir` named after `stem` and a random suffix (`STEM.partial-HEX`), made
+/// new (never an existing name, nor through a symlink).
+fn create_temp(dir: &Path, stem: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use ring::rand::SecureRandom;
+    let mut noise = [0u8; 12];
+    ring::rand::SystemRandom::new()
+        .fill(&mut noise)
+        .map_err(|_| std::io::Error::other("no randomness for a temporary name"))?;
+    let hex: String = noise.iter().map(|b| format!("{b:02x}")).collect();
+    let path = dir.join(format!("{stem}.partial-{hex}"));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    Ok((path, file))
+}
+
+/// Replaces `dir/name` with `bytes` whole (a temporary file renamed over it: a symlink
+/// that held the name is replaced, not followed).
+fn replace(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let (tmp, mut file) = create_temp(dir, name)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, dir.join(name)));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
+}
+
+/// `path` is a directory itself, not a symlink to one.
+fn real_dir(path: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{} is not a directory (a symlink is refused)",
+            path.display()
+        )),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
 }
 
 impl Layout {
     /// Opens the layout at `dir`, made when `create` and it does not exist.
     pub fn open(dir: &Path, create: bool) -> Result<Layout, String> {
         let index_path = dir.join("index.json");
-        if !index_path.exists() {
-            if !create {
-                return Err(format!(
-                    "{} is not an OCI image layout (no index.json)",
-                    dir.display()
-                ));
-            }
-            std::fs::create_dir_all(dir.join("blobs/sha256"))
+        let exists = std::fs::symlink_metadata(&index_path).is_ok();
+        if !exists && !create {
+            return Err(format!(
+                "{} is not an OCI image layout (no index.json)",
+                dir.display()
+            ));
+        }
+        if create {
+            std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#)
+        }
+        // Every blob is reached through these two: neither may lead elsewhere (each
+        // checked before anything is made inside it).
+        for sub in ["blobs", "blobs/sha256"] {
+            let path = dir.join(sub);
+            if create {
+                match std::fs::create_dir(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                        return Err(format!("cannot create {}: {e}", path.display()));
+                    }
+                    _ => {}
+                }
+            }
+            match std::fs::symlink_metadata(&path) {
+                Err(e) if !create && e.kind() == std::io::ErrorKind::NotFound => break,
+                _ => real_dir(&path)?,
+            }
+        }
+        if !exists {
+            replace(dir, "oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)
                 .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
         }
-        // Capped: a directory is carried in from elsewhere, and read whole.
-        let read = |p: &Path| -> std::io::Result<Vec<u8>> {
-            use std::io::Read;
-            let mut bytes = Vec::new();
-            std::fs::File::open(p)?
-                .take(MAX_INDEX_BYTES.saturating_add(1))
-                .read_to_end(&mut bytes)?;
-            Ok(bytes)
-        };
-        let entries = match read(&index_path) {
-            Ok(bytes) if bytes.len() as u64 > MAX_INDEX_BYTES => {
+        let entries = match read_bounded(&index_path, MAX_INDEX_BYTES)? {
+            Read::TooBig => {
                 return Err(format!(
                     "{} is more than {} MiB",
                     index_path.display(),
                     MAX_INDEX_BYTES >> 20
                 ));
             }
-            Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
+            Read::Bytes(bytes) => serde_json::from_slice::<Value>(&bytes)
                 .ok()
                 .and_then(|v| v["manifests"].as_array().cloned())
                 .ok_or_else(|| format!("{} is not an image index", index_path.display()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(format!("cannot read {}: {e}", index_path.display())),
+            Read::Missing => Vec::new(),
         };
         Ok(Layout {
             dir: dir.to_path_buf(),
             index: tokio::sync::Mutex::new(entries),
+            verified: Default::default(),
+            reads: AtomicU64::new(0),
         })
     }
 
@@ -80,7 +187,14 @@ impl Layout {
         Layout {
             dir: dir.to_path_buf(),
             index: tokio::sync::Mutex::new(Vec::new()),
+            verified: Default::default(),
+            reads: AtomicU64::new(0),
         }
+    }
+
+    /// Manifests read from this layout so far.
+    pub fn manifests_read(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
     }
 
     fn blob_path(&self, digest: &str) -> Result<PathBuf, PullError> {
@@ -91,14 +205,46 @@ impl Layout {
         Ok(self.dir.join("blobs/sha256").join(hex))
     }
 
-    pub fn has_blob(&self, digest: &str) -> Result<bool, PullError> {
-        Ok(self.blob_path(digest)?.exists())
+    /// Whether the layout holds `digest` whole: a regular file whose bytes hash to it
+    /// (hashed once a run). A missing, truncated or altered blob, or a symlink, is not
+    /// there, and a copy puts it back.
+    pub async fn has_blob(&self, digest: &str) -> Result<bool, PullError> {
+        let path = self.blob_path(digest)?;
+        if self.verified.lock().is_ok_and(|v| v.contains(digest)) {
+            return Ok(true);
+        }
+        let expected = digest.to_string();
+        let whole = tokio::task::spawn_blocking(move || -> bool {
+            let Ok(mut file) = open_read(&path) else {
+                return false;
+            };
+            let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+            let mut buf = vec![0u8; 256 << 10];
+            loop {
+                match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => hash.update(buf.get(..n).unwrap_or_default()),
+                    Err(_) => return false,
+                }
+            }
+            crate::registry::Algorithm::Sha256.name(&hash.finish()) == expected
+        })
+        .await
+        .unwrap_or(false);
+        if whole && let Ok(mut v) = self.verified.lock() {
+            v.insert(digest.to_string());
+        }
+        Ok(whole)
     }
 
     /// The digest the entry `name` (`registry/repository:tag` or `@digest`) points to.
     pub async fn resolve(&self, name: &str) -> Option<String> {
         if let Some((_, digest)) = name.rsplit_once('@') {
-            return self.has_blob(digest).ok()?.then(|| digest.to_string());
+            return self
+                .has_blob(digest)
+                .await
+                .ok()?
+                .then(|| digest.to_string());
         }
         let index = self.index.lock().await;
         index
@@ -108,65 +254,84 @@ impl Layout {
             .map(str::to_string)
     }
 
-    /// The channel's entry: its name and digest.
-    pub async fn channel(&self) -> Option<(String, String)> {
+    /// The channel's entry: its name (`path:tag`, checked as a reference's parts are: a
+    /// name from a carried-in directory names where the channel goes) and digest.
+    pub async fn channel(&self) -> Result<Option<(String, String)>, String> {
         let index = self.index.lock().await;
-        index
-            .iter()
-            .find(|e| e["annotations"][CHANNEL] == "true")
-            .and_then(|e| {
-                Some((
-                    e["annotations"][REF_NAME].as_str()?.to_string(),
-                    e["digest"].as_str()?.to_string(),
-                ))
-            })
+        let Some(entry) = index.iter().find(|e| e["annotations"][CHANNEL] == "true") else {
+            return Ok(None);
+        };
+        let name = entry["annotations"][REF_NAME].as_str().unwrap_or_default();
+        crate::reference::path_and_tag(name).map_err(|e| {
+            format!(
+                "the channel's entry in {} is not named path:tag: {e}",
+                self.dir.join("index.json").display()
+            )
+        })?;
+        let digest = entry["digest"].as_str().unwrap_or_default();
+        Ok(Some((name.to_string(), digest.to_string())))
     }
 
-    /// A manifest blob, at most `max` bytes.
+    /// A manifest blob, at most `max` bytes (counted as read).
     pub async fn manifest(&self, digest: &str, max: u64) -> Result<Option<Vec<u8>>, PullError> {
         let path = self.blob_path(digest)?;
-        match tokio::fs::metadata(&path).await {
-            Ok(m) if m.len() > max => Err(PullError::Bad(format!(
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let read = tokio::task::spawn_blocking(move || read_bounded(&path, max))
+            .await
+            .map_err(|e| PullError::Bad(e.to_string()))?;
+        match read.map_err(PullError::Bad)? {
+            Read::Missing => Ok(None),
+            Read::Bytes(b) => Ok(Some(b)),
+            Read::TooBig => Err(PullError::Bad(format!(
                 "the manifest {digest} in the layout is more than {max} bytes"
             ))),
-            Ok(_) => tokio::fs::read(&path)
-                .await
-                .map(Some)
-                .map_err(|e| PullError::Bad(format!("cannot read {}: {e}", path.display()))),
-            Err(_) => Ok(None),
         }
     }
 
+    /// A blob's bytes as a stream (bounded by its descriptor's size by the caller).
     pub async fn blob(
         &self,
         digest: &str,
     ) -> Result<BoxStream<'static, Result<bytes::Bytes, PullError>>, PullError> {
         let path = self.blob_path(digest)?;
-        let file = tokio::fs::File::open(&path)
-            .await
+        let file = open_read(&path)
             .map_err(|e| PullError::Bad(format!("cannot read {}: {e}", path.display())))?;
-        Ok(tokio_util::io::ReaderStream::new(file)
-            .map(|c| c.map_err(|e| PullError::Transport(format!("reading the layout: {e}"))))
-            .boxed())
+        Ok(
+            tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file))
+                .map(|c| c.map_err(|e| PullError::Transport(format!("reading the layout: {e}"))))
+                .boxed(),
+        )
     }
 
-    /// Writes a blob from `data`, checked against `digest` before it takes its place.
+    /// Writes a blob of `size` bytes from `data`, checked against `digest` before it takes
+    /// its place; more bytes than `size` stop the write there.
     pub async fn put_blob(
         &self,
         digest: &str,
+        size: u64,
         mut data: BoxStream<'static, Result<bytes::Bytes, PullError>>,
     ) -> Result<(), PullError> {
         let path = self.blob_path(digest)?;
-        // Unique per write: two images that share a blob may both be sending it.
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("partial-{}-{n}", std::process::id()));
+        let dir = self.dir.join("blobs/sha256");
+        let stem = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let (tmp, file) = create_temp(&dir, &stem)
+            .map_err(|e| PullError::Bad(format!("writing {}: {e}", path.display())))?;
         let io = |e: std::io::Error| PullError::Bad(format!("writing {}: {e}", tmp.display()));
-        let mut file = tokio::fs::File::create(&tmp).await.map_err(io)?;
+        let mut file = tokio::fs::File::from_std(file);
         let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut seen: u64 = 0;
         let written = async {
             while let Some(chunk) = data.next().await {
                 let chunk = chunk?;
+                seen = seen.saturating_add(chunk.len() as u64);
+                if seen > size {
+                    return Err(PullError::Bad(format!(
+                        "blob {digest} is more than its descriptor's {size} bytes"
+                    )));
+                }
                 hash.update(&chunk);
                 file.write_all(&chunk).await.map_err(io)?;
             }
@@ -187,7 +352,11 @@ impl Layout {
         }
         tokio::fs::rename(&tmp, &path)
             .await
-            .map_err(|e| PullError::Bad(format!("writing {}: {e}", path.display())))
+            .map_err(|e| PullError::Bad(format!("writing {}: {e}", path.display())))?;
+        if let Ok(mut v) = self.verified.lock() {
+            v.insert(digest.to_string());
+        }
+        Ok(())
     }
 
     /// Stores a manifest and names it `name` in `index.json` (replacing an entry of that
@@ -200,9 +369,9 @@ impl Layout {
         channel: bool,
     ) -> Result<(), PullError> {
         let digest = crate::registry::sha256(body);
-        if !self.has_blob(&digest)? {
+        if !self.has_blob(&digest).await? {
             let data = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed();
-            self.put_blob(&digest, data).await?;
+            self.put_blob(&digest, body.len() as u64, data).await?;
         }
         let mut annotations = json!({ REF_NAME: name });
         if channel {
@@ -217,13 +386,12 @@ impl Layout {
         index.push(entry);
         let doc = json!({"schemaVersion": 2, "mediaType": crate::registry::manifest::OCI_INDEX,
             "manifests": *index});
-        let path = self.dir.join("index.json");
-        let tmp = self
-            .dir
-            .join(format!("index.json.partial-{}", std::process::id()));
-        let io = |e: std::io::Error| PullError::Bad(format!("writing {}: {e}", path.display()));
-        tokio::fs::write(&tmp, doc.to_string()).await.map_err(io)?;
-        tokio::fs::rename(&tmp, &path).await.map_err(io)
+        replace(&self.dir, "index.json", doc.to_string().as_bytes()).map_err(|e| {
+            PullError::Bad(format!(
+                "writing {}: {e}",
+                self.dir.join("index.json").display()
+            ))
+        })
     }
 }
 
@@ -247,6 +415,163 @@ mod tests {
         assert!(e.contains("is not an image index"), "{e}");
         std::fs::write(&index, br#"{"manifests":[]}"#).unwrap();
         assert!(Layout::open(&dir, false).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A fresh directory of this test's own.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("layout-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn once(body: &[u8]) -> BoxStream<'static, Result<bytes::Bytes, PullError>> {
+        futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed()
+    }
+
+    #[tokio::test]
+    async fn no_write_into_a_layout_follows_a_symlink_an_attacker_left() {
+        let root = scratch("symlinks");
+        let outside = root.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let target = outside.join("target");
+        std::fs::write(&target, b"untouched").unwrap();
+        let dir = root.join("layout");
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        // Every name the old writer used, and the final ones, pointing outside.
+        std::os::unix::fs::symlink(&target, dir.join("oci-layout")).unwrap();
+        let body = b"a blob";
+        let digest = crate::registry::sha256(body);
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        let pid = std::process::id();
+        for n in 0..256 {
+            let name = format!("{hex}.partial-{pid}-{n}");
+            std::os::unix::fs::symlink(&target, dir.join("blobs/sha256").join(name)).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, dir.join(format!("index.json.partial-{pid}"))).unwrap();
+        let l = Layout::open(&dir, true).unwrap();
+        l.put_blob(&digest, body.len() as u64, once(body))
+            .await
+            .unwrap();
+        l.put_manifest("reg.io/x:v1", "application/json", b"{}", false)
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"untouched");
+        let m = std::fs::symlink_metadata(dir.join("oci-layout")).unwrap();
+        assert!(m.is_file(), "oci-layout replaced by a file of its own");
+        assert!(l.has_blob(&digest).await.unwrap());
+        // A blob that is a symlink (to the right bytes) is not there: it is replaced.
+        let other = b"another blob";
+        let other_digest = crate::registry::sha256(other);
+        std::fs::write(outside.join("copy"), other).unwrap();
+        let other_path = dir
+            .join("blobs/sha256")
+            .join(other_digest.strip_prefix("sha256:").unwrap());
+        std::os::unix::fs::symlink(outside.join("copy"), &other_path).unwrap();
+        assert!(!l.has_blob(&other_digest).await.unwrap());
+        l.put_blob(&other_digest, other.len() as u64, once(other))
+            .await
+            .unwrap();
+        assert!(std::fs::symlink_metadata(&other_path).unwrap().is_file());
+        // A symlinked blobs/ is refused whole, as DEST and as SOURCE.
+        let trap = root.join("trap");
+        std::fs::create_dir_all(&trap).unwrap();
+        std::os::unix::fs::symlink(&outside, trap.join("blobs")).unwrap();
+        for create in [true, false] {
+            std::fs::write(trap.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+            let e = Layout::open(&trap, create).err().unwrap();
+            assert!(e.contains("a symlink is refused"), "{e}");
+        }
+        assert!(!outside.join("sha256").exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_manifest_that_is_a_symlink_to_an_endless_file_is_refused_not_read() {
+        let dir = scratch("dev-zero");
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let path = dir.join("blobs/sha256").join("a".repeat(64));
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let l = Layout::open(&dir, false).unwrap();
+        let e = l.manifest(&digest, 1 << 20).await.unwrap_err().to_string();
+        assert!(e.contains("cannot read"), "{e}");
+        assert!(l.blob(&digest).await.is_err());
+        assert!(!l.has_blob(&digest).await.unwrap());
+        // A regular file past the bound: refused as read, whatever its size says.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, vec![b'x'; 2048]).unwrap();
+        let e = l.manifest(&digest, 1024).await.unwrap_err().to_string();
+        assert!(e.contains("more than 1024 bytes"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_blob_longer_than_its_descriptor_stops_being_written_there() {
+        let dir = scratch("oversized");
+        std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+        std::fs::write(dir.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+        let l = Layout::open(&dir, true).unwrap();
+        let pulled = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = pulled.clone();
+        // A body that never ends.
+        let endless = futures::stream::repeat_with(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok(bytes::Bytes::from_static(&[0u8; 64 << 10]))
+        })
+        .boxed();
+        let digest = crate::registry::sha256(b"{}");
+        let e = l
+            .put_blob(&digest, 2, endless)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than its descriptor's 2 bytes"), "{e}");
+        assert_eq!(
+            pulled.load(Ordering::Relaxed),
+            1,
+            "nothing read past the size"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.join("blobs/sha256"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(left.is_empty(), "the partial file is removed");
+        // A truncated blob is not there; a write puts it back.
+        let body = b"a whole blob";
+        let digest = crate::registry::sha256(body);
+        l.put_blob(&digest, body.len() as u64, once(body))
+            .await
+            .unwrap();
+        let path = l.blob_path(&digest).unwrap();
+        std::fs::write(&path, &body[..4]).unwrap();
+        let fresh = Layout::open(&dir, false).unwrap();
+        assert!(!fresh.has_blob(&digest).await.unwrap(), "truncated");
+        fresh
+            .put_blob(&digest, body.len() as u64, once(body))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), body);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_channel_entry_named_outside_its_path_is_refused() {
+        let dir = scratch("names");
+        let l = Layout::open(&dir, true).unwrap();
+        l.put_manifest("os/channel:v1", "application/json", b"{}", true)
+            .await
+            .unwrap();
+        assert_eq!(l.channel().await.unwrap().unwrap().0, "os/channel:v1");
+        for bad in ["../victim/app:latest", "os/../../victim:v1", "os/channel"] {
+            l.put_manifest(bad, "application/json", b"{}", true)
+                .await
+                .unwrap();
+            let e = l.channel().await.unwrap_err();
+            assert!(e.contains("is not named path:tag"), "{bad}: {e}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -159,38 +159,41 @@ pub fn artifact(data: &[u8]) -> Vec<u8> {
 pub type Digests = Vec<(String, u64)>;
 
 /// The digests a manifest names: child manifests (an index's) and blobs (an image's
-/// config and layers), each with its size.
+/// config and layers), each with its size (what bounds its bytes). A digest not
+/// well-formed, or a descriptor without a size, is refused.
 pub fn children(body: &[u8]) -> Result<(Digests, Digests), String> {
     let v: Value =
         serde_json::from_slice(body).map_err(|_| "a manifest is not JSON".to_string())?;
-    let descriptors = |key: &str| -> Result<Digests, String> {
-        v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|d| {
-                let digest = d["digest"]
-                    .as_str()
-                    .ok_or("a descriptor without a digest")?;
-                if crate::registry::Algorithm::of(digest).is_none() {
-                    return Err(format!("a descriptor names the digest {digest:?}"));
-                }
-                Ok((digest.to_string(), d["size"].as_u64().unwrap_or(0)))
-            })
-            .collect()
-    };
-    let manifests = descriptors("manifests")?;
+    let manifests = v["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(descriptor)
+        .collect::<Result<Digests, String>>()?;
     let mut blobs = Vec::new();
     if v["config"].is_object() {
-        blobs.extend(descriptors_of(&v["config"])?);
+        blobs.push(descriptor(&v["config"])?);
     }
-    blobs.extend(descriptors("layers")?);
+    for layer in v["layers"].as_array().into_iter().flatten() {
+        blobs.push(descriptor(layer)?);
+    }
     Ok((manifests, blobs))
 }
 
-fn descriptors_of(d: &Value) -> Result<Option<(String, u64)>, String> {
-    let digest = d["digest"].as_str().ok_or("a config without a digest")?;
-    Ok(Some((digest.to_string(), d["size"].as_u64().unwrap_or(0))))
+fn descriptor(d: &Value) -> Result<(String, u64), String> {
+    let digest = d["digest"]
+        .as_str()
+        .ok_or("a descriptor without a digest")?;
+    if crate::registry::Algorithm::checked(digest).is_none() {
+        return Err(format!(
+            "a descriptor names the digest {:?}",
+            crate::text::head(digest, 140)
+        ));
+    }
+    let size = d["size"]
+        .as_u64()
+        .ok_or_else(|| format!("the descriptor of {digest} has no size"))?;
+    Ok((digest.to_string(), size))
 }
 
 /// An image index narrowed to `platforms` (`--platform`): the same index with only the
@@ -368,17 +371,35 @@ mod tests {
 
     #[test]
     fn a_manifest_names_its_children_and_blobs() {
-        let index = br#"{"manifests":[{"digest":"sha256:aa","size":3}]}"#;
+        let (a, c, l) = ("a".repeat(64), "c".repeat(64), "e".repeat(64));
+        let index = format!(r#"{{"manifests":[{{"digest":"sha256:{a}","size":3}}]}}"#);
         assert_eq!(
-            children(index).unwrap(),
-            (vec![("sha256:aa".into(), 3)], vec![])
+            children(index.as_bytes()).unwrap(),
+            (vec![(format!("sha256:{a}"), 3)], vec![])
         );
-        let image = br#"{"config":{"digest":"sha256:c","size":1},"layers":[{"digest":"sha256:l","size":9}]}"#;
+        let image = format!(
+            r#"{{"config":{{"digest":"sha256:{c}","size":1}},"layers":[{{"digest":"sha256:{l}","size":9}}]}}"#
+        );
         assert_eq!(
-            children(image).unwrap(),
-            (vec![], vec![("sha256:c".into(), 1), ("sha256:l".into(), 9)])
+            children(image.as_bytes()).unwrap(),
+            (
+                vec![],
+                vec![(format!("sha256:{c}"), 1), (format!("sha256:{l}"), 9)]
+            )
         );
         assert!(children(br#"{"layers":[{"digest":"md5:00"}]}"#).is_err());
+        // Dot segments and short or upper-case hex name nothing; a size is needed.
+        for bad in [
+            "sha256:../../victim/app/manifests/latest",
+            "sha256:aa",
+            &format!("sha256:{}", "A".repeat(64)),
+        ] {
+            let body = format!(r#"{{"layers":[{{"digest":"{bad}","size":1}}]}}"#);
+            assert!(children(body.as_bytes()).is_err(), "{bad}");
+        }
+        let unsized_ = format!(r#"{{"layers":[{{"digest":"sha256:{l}"}}]}}"#);
+        let e = children(unsized_.as_bytes()).unwrap_err();
+        assert!(e.contains("has no size"), "{e}");
         assert!(children(b"<html>").is_err());
     }
 

@@ -79,7 +79,7 @@ pub(super) async fn read_channel(
             let Store::Dir(l) = src else {
                 return Err("internal: a layout source without its layout".into());
             };
-            let (name, digest) = l.channel().await.ok_or_else(|| {
+            let (name, digest) = l.channel().await?.ok_or_else(|| {
                 format!(
                     "{} holds no channel (no entry marked by an earlier mirror)",
                     d.display()
@@ -90,6 +90,12 @@ pub(super) async fn read_channel(
                 .await
                 .map_err(|e| e.to_string())?
                 .ok_or_else(|| format!("{} lacks the channel's manifest {digest}", d.display()))?;
+            if registry::matches(&digest, &body) != Some(true) {
+                return Err(format!(
+                    "the channel's manifest in {} is not what its digest names",
+                    d.display()
+                ));
+            }
             let manifest: Value =
                 serde_json::from_slice(&body).map_err(|_| "the channel's manifest is not JSON")?;
             let layer = manifest["layers"][0]["digest"]

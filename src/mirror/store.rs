@@ -211,21 +211,32 @@ impl Store<'_> {
             Store::Registry(r) => {
                 Self::with_session(r, loc, "pull", async |s| push::has_blob(s, digest).await).await
             }
-            Store::Dir(l) => l.has_blob(digest),
+            Store::Dir(l) => l.has_blob(digest).await,
         }
     }
 
+    /// A directory: judged by its blobs, a manifest's included (a registry that has a
+    /// manifest has all it names).
+    pub(super) fn is_dir(&self) -> bool {
+        matches!(self, Store::Dir(_))
+    }
+
+    /// A blob's bytes, bounded by its descriptor's `size` and, from a registry, by the
+    /// run's `--timeout` in all.
     pub(super) async fn blob(
         &self,
         loc: &Loc,
         digest: &str,
+        size: u64,
     ) -> Result<BoxStream<'static, Result<bytes::Bytes, PullError>>, PullError> {
-        match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull", async |s| push::blob(s, digest).await).await
-            }
-            Store::Dir(l) => l.blob(digest).await,
-        }
+        let (data, limit) = match self {
+            Store::Registry(r) => (
+                Self::with_session(r, loc, "pull", async |s| push::blob(s, digest).await).await?,
+                Some(r.timeout),
+            ),
+            Store::Dir(l) => (l.blob(digest).await?, None),
+        };
+        Ok(bounded(data, digest, size, limit))
     }
 
     pub(super) async fn put_blob(
@@ -242,7 +253,7 @@ impl Store<'_> {
                 })
                 .await
             }
-            Store::Dir(l) => l.put_blob(digest, data).await,
+            Store::Dir(l) => l.put_blob(digest, size, data).await,
         }
     }
 
@@ -282,12 +293,91 @@ impl Store<'_> {
             }
             Store::Dir(l) => {
                 let digest = registry::sha256(body);
-                if l.has_blob(&digest)? {
+                if l.has_blob(&digest).await? {
                     return Ok(());
                 }
                 let data = futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed();
-                l.put_blob(&digest, data).await
+                l.put_blob(&digest, body.len() as u64, data).await
             }
         }
+    }
+}
+
+/// `data` cut off past `size` bytes (an error, the rest never read) and, with `limit`, once
+/// that long has passed since it started.
+pub(super) fn bounded(
+    data: BoxStream<'static, Result<bytes::Bytes, PullError>>,
+    digest: &str,
+    size: u64,
+    limit: Option<std::time::Duration>,
+) -> BoxStream<'static, Result<bytes::Bytes, PullError>> {
+    let deadline = limit.and_then(|l| tokio::time::Instant::now().checked_add(l));
+    let digest = digest.to_string();
+    futures::stream::unfold(Some((data, 0u64)), move |state| {
+        let digest = digest.clone();
+        async move {
+            let (mut data, seen) = state?;
+            let next = match deadline {
+                Some(at) => match tokio::time::timeout_at(at, data.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let limit = crate::duration::format(limit.unwrap_or_default());
+                        let e = PullError::Transport(format!(
+                            "blob {digest} was not received within {limit} (--timeout)"
+                        ));
+                        return Some((Err(e), None));
+                    }
+                },
+                None => data.next().await,
+            };
+            match next? {
+                Err(e) => Some((Err(e), None)),
+                Ok(chunk) => {
+                    let seen = seen.saturating_add(chunk.len() as u64);
+                    if seen > size {
+                        let e = PullError::Bad(format!(
+                            "blob {digest} is more than its descriptor's {size} bytes"
+                        ));
+                        return Some((Err(e), None));
+                    }
+                    Some((Ok(chunk), Some((data, seen))))
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_blob_stream_ends_at_its_size_and_its_time() {
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = pulled.clone();
+        // Endless: a body that never stops.
+        let endless = futures::stream::repeat_with(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(bytes::Bytes::from_static(&[7u8; 1024]))
+        })
+        .boxed();
+        let out: Vec<_> = bounded(endless, "sha256:aa", 3000, None).collect().await;
+        assert_eq!(out.len(), 3, "two whole chunks and the error");
+        let e = out.last().unwrap().as_ref().unwrap_err().to_string();
+        assert!(e.contains("more than its descriptor's 3000 bytes"), "{e}");
+        assert_eq!(pulled.load(std::sync::atomic::Ordering::Relaxed), 3);
+        // One that never sends: ended by the total bound.
+        let silent = futures::stream::pending().boxed();
+        let out: Vec<_> = bounded(
+            silent,
+            "sha256:bb",
+            10,
+            Some(std::time::Duration::from_millis(50)),
+        )
+        .collect()
+        .await;
+        let e = out[0].as_ref().unwrap_err().to_string();
+        assert!(e.contains("not received within"), "{e}");
     }
 }

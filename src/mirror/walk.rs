@@ -105,6 +105,9 @@ pub(super) struct Walk<'w, 's> {
     pub(super) stats: &'w Stats,
     pub(super) copied: &'w mut Copied,
     pub(super) depth: usize,
+    /// Manifests and blobs this walk has been through: each once, however often an index
+    /// repeats it.
+    pub(super) seen: std::collections::HashSet<String>,
 }
 
 impl Walk<'_, '_> {
@@ -118,20 +121,26 @@ impl Walk<'_, '_> {
         top: bool,
     ) -> Result<(), String> {
         let fail = |e: PullError| e.to_string();
-        if self
+        if !self.seen.insert(digest.to_string()) {
+            return Ok(());
+        }
+        let in_dest = self
             .dst
             .manifest_digest(self.to, digest)
             .await
             .map_err(fail)?
-            .is_some()
-        {
+            .is_some();
+        // A registry that has a manifest has all it names; a directory is judged by the
+        // blobs themselves (one may have been lost or cut short since).
+        if in_dest && !self.dst.is_dir() {
             return Ok(());
         }
-        if self.mode == Mode::Check {
-            self.copied.state = State::Missing;
-            return Ok(());
+        if !in_dest {
+            self.lacks();
+            if self.mode == Mode::Check {
+                return Ok(());
+            }
         }
-        self.copied.state = State::Copied;
         if self.depth >= MAX_DEPTH {
             return Err(format!(
                 "{} nests manifests deeper than {MAX_DEPTH}",
@@ -141,12 +150,24 @@ impl Walk<'_, '_> {
         let (manifests, blobs) =
             plan::children(body).map_err(|e| format!("{}: {e}", self.from.at(digest)))?;
         for (child, _) in manifests {
-            let (cbody, ctype) = self
-                .src
-                .manifest(self.from, &child)
-                .await
-                .map_err(fail)?
-                .ok_or_else(|| format!("SOURCE has no manifest {}", self.from.at(&child)))?;
+            if self.seen.contains(&child) {
+                continue;
+            }
+            // (from DEST where a directory has it whole: nothing asked of SOURCE)
+            let local = if self.dst.is_dir() {
+                self.dst.manifest(self.to, &child).await.map_err(fail)?
+            } else {
+                None
+            };
+            let (cbody, ctype) = match local {
+                Some(found) => found,
+                None => self
+                    .src
+                    .manifest(self.from, &child)
+                    .await
+                    .map_err(fail)?
+                    .ok_or_else(|| format!("SOURCE has no manifest {}", self.from.at(&child)))?,
+            };
             if registry::matches(&child, &cbody) != Some(true) {
                 return Err(format!(
                     "the manifest {} is not what its digest names",
@@ -158,11 +179,15 @@ impl Walk<'_, '_> {
             self.depth = self.depth.saturating_sub(1);
         }
         for (blob, size) in blobs {
+            if !self.seen.insert(blob.clone()) {
+                continue;
+            }
             if self.dst.has_blob(self.to, &blob).await.map_err(fail)? {
                 self.stats.blobs_present.fetch_add(1, Ordering::Relaxed);
                 self.stats.seen(self.to, &blob);
                 continue;
             }
+            self.lacks();
             if self.mode == Mode::Copy {
                 // From SOURCE's repository when both sides are one registry, else from a
                 // repository of DEST's registry already known to hold it.
@@ -184,7 +209,7 @@ impl Walk<'_, '_> {
                 let streamed = self.stats.streamed.clone();
                 let data = self
                     .src
-                    .blob(self.from, &blob)
+                    .blob(self.from, &blob, size)
                     .await
                     .map_err(fail)?
                     .inspect(move |chunk| {
@@ -204,12 +229,168 @@ impl Walk<'_, '_> {
             self.copied.blobs = self.copied.blobs.saturating_add(1);
             self.copied.bytes = self.copied.bytes.saturating_add(size);
         }
-        if self.mode == Mode::Copy {
+        if self.mode == Mode::Copy && !in_dest {
             self.dst
                 .put_manifest(self.to, digest, media_type, body, top)
                 .await
                 .map_err(fail)?;
         }
         Ok(())
+    }
+
+    /// DEST lacks something of this image: drift to `--check`, a copy otherwise.
+    fn lacks(&mut self) {
+        self.copied.state = match self.mode {
+            Mode::Check => State::Missing,
+            Mode::Copy | Mode::DryRun => State::Copied,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::layout::Layout;
+    use futures::stream::BoxStream;
+    use serde_json::json;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("walk-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn once(body: &[u8]) -> BoxStream<'static, Result<bytes::Bytes, PullError>> {
+        futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed()
+    }
+
+    async fn put(l: &Layout, body: &[u8]) -> String {
+        let digest = registry::sha256(body);
+        l.put_blob(&digest, body.len() as u64, once(body))
+            .await
+            .unwrap();
+        digest
+    }
+
+    /// An image (a config and a layer) in `l`: its manifest's bytes.
+    async fn image(l: &Layout) -> Vec<u8> {
+        let config = put(l, b"{}").await;
+        let layer = put(l, b"a layer's bytes").await;
+        json!({"schemaVersion": 2, "mediaType": registry::manifest::OCI_MANIFEST,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": 2},
+            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": 15}]})
+        .to_string()
+        .into_bytes()
+    }
+
+    fn loc() -> Loc {
+        Loc {
+            registry: "reg.io".into(),
+            repository: "os".into(),
+        }
+    }
+
+    fn copied() -> Copied {
+        Copied {
+            dest: String::new(),
+            state: State::Present,
+            blobs: 0,
+            bytes: 0,
+            rebuilt: false,
+        }
+    }
+
+    async fn walk(src: &Layout, dst: &Layout, mode: Mode, top: &[u8]) -> (State, u64) {
+        let (src, dst, at, stats) = (Store::Dir(src), Store::Dir(dst), loc(), Stats::default());
+        let mut copied = copied();
+        let mut w = Walk {
+            src: &src,
+            dst: &dst,
+            from: &at,
+            to: &at,
+            mode,
+            stats: &stats,
+            copied: &mut copied,
+            depth: 0,
+            seen: Default::default(),
+        };
+        w.tree(
+            &registry::sha256(top),
+            top,
+            registry::manifest::OCI_INDEX,
+            true,
+        )
+        .await
+        .unwrap();
+        (copied.state, stats.blobs_sent.load(Ordering::Relaxed))
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_reads_each_manifest_once_however_often_indexes_repeat_it() {
+        let dir = scratch("repeats");
+        let src = Layout::open(&dir.join("src"), true).unwrap();
+        let mut body = image(&src).await;
+        // Three indexes deep, each naming its child 8 times: 8^3 paths to one image.
+        for _ in 0..3 {
+            let child = put(&src, &body).await;
+            let entry = json!({"mediaType": registry::manifest::OCI_MANIFEST, "digest": child, "size": body.len()});
+            body = json!({"schemaVersion": 2, "mediaType": registry::manifest::OCI_INDEX,
+                "manifests": vec![entry; 8]})
+            .to_string()
+            .into_bytes();
+        }
+        let dst = Layout::empty(&dir.join("dst"));
+        let (state, blobs) = walk(&src, &dst, Mode::DryRun, &body).await;
+        assert_eq!(state, State::Copied);
+        assert_eq!(
+            src.manifests_read(),
+            3,
+            "two indexes and the image, once each"
+        );
+        assert_eq!(blobs, 2, "the config and the layer, once each");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_directory_missing_or_cutting_short_a_blob_is_drift_and_a_copy_puts_it_back() {
+        let dir = scratch("drift");
+        let src = Layout::open(&dir.join("src"), true).unwrap();
+        let manifest = image(&src).await;
+        let child = put(&src, &manifest).await;
+        let top = json!({"schemaVersion": 2, "mediaType": registry::manifest::OCI_INDEX,
+            "manifests": [{"mediaType": registry::manifest::OCI_MANIFEST, "digest": child, "size": manifest.len()}]})
+        .to_string()
+        .into_bytes();
+        let dst_dir = dir.join("dst");
+        let dst = Layout::open(&dst_dir, true).unwrap();
+        assert_eq!(walk(&src, &dst, Mode::Copy, &top).await.0, State::Copied);
+        let blob = |d: &str| {
+            dst_dir
+                .join("blobs/sha256")
+                .join(d.strip_prefix("sha256:").unwrap())
+        };
+        let config = registry::sha256(b"{}");
+        let layer = registry::sha256(b"a layer's bytes");
+        for damage in [
+            Box::new(|p: &std::path::Path| std::fs::remove_file(p).unwrap())
+                as Box<dyn Fn(&std::path::Path)>,
+            Box::new(|p: &std::path::Path| std::fs::write(p, b"a layer").unwrap()),
+        ] {
+            for lost in [&config, &layer, &child] {
+                damage(&blob(lost));
+                // (a new run: nothing known of the directory yet)
+                let dst = Layout::open(&dst_dir, false).unwrap();
+                assert_eq!(
+                    walk(&src, &dst, Mode::Check, &top).await.0,
+                    State::Missing,
+                    "{lost}"
+                );
+                let dst = Layout::open(&dst_dir, false).unwrap();
+                assert_eq!(walk(&src, &dst, Mode::Copy, &top).await.0, State::Copied);
+                let dst = Layout::open(&dst_dir, false).unwrap();
+                assert_eq!(walk(&src, &dst, Mode::Check, &top).await.0, State::Present);
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -199,6 +199,22 @@ impl Algorithm {
         }
     }
 
+    /// The algorithm of a well-formed `digest`: one of these, and lowercase hex of its
+    /// length (a digest from elsewhere goes into URLs and file names).
+    pub fn checked(digest: &str) -> Option<Algorithm> {
+        let (_, hex) = digest.split_once(':')?;
+        let algorithm = Algorithm::of(digest)?;
+        let len = match algorithm {
+            Algorithm::Sha256 => 64,
+            Algorithm::Sha512 => 128,
+        };
+        let ok = hex.len() == len
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        ok.then_some(algorithm)
+    }
+
     pub fn ring(self) -> &'static ring::digest::Algorithm {
         match self {
             Algorithm::Sha256 => &ring::digest::SHA256,

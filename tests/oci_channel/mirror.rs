@@ -7,6 +7,8 @@
 use super::signatures::Signer;
 use super::*;
 
+#[path = "mirror_bundle.rs"]
+mod bundle;
 #[path = "mirror_referrers.rs"]
 mod referrers;
 
