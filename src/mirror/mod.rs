@@ -15,6 +15,7 @@ pub mod plan;
 mod referrers;
 mod source;
 mod store;
+mod trust;
 mod walk;
 
 use std::collections::BTreeMap;
@@ -73,10 +74,19 @@ pub struct MirrorArgs {
     /// `~/.docker/config.json`, and Podman's)
     #[arg(long, value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
+    /// Verify SOURCE's channel before anything is copied: its cosign signature (the
+    /// `sha256-<hex>.sig` tag, as `spec.verify` checks it) by this public key (`cosign.pub`);
+    /// a `dir:` SOURCE, with the signature its bundle carries
+    #[arg(long, value_name = "FILE")]
+    pub verify_key: Option<PathBuf>,
     /// Sign the published channel with this key (a PKCS#8 PEM ECDSA P-256 private key);
-    /// the printed channel then verifies it (`spec.verify`, with a Secret of the public key)
+    /// the printed channel then verifies it (`spec.verify`, with a Secret of the public key).
+    /// Needs SOURCE verified (`--verify-key`) or `--sign-unverified`
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
+    /// With `--sign-key`: sign a SOURCE that was not verified
+    #[arg(long, requires = "sign_key", conflicts_with = "verify_key")]
+    pub sign_unverified: bool,
     /// A PEM file of roots that registries' certificates may chain to (beside the
     /// system's)
     #[arg(long, value_name = "FILE")]
@@ -103,6 +113,15 @@ pub(crate) enum Mode {
 /// How a run ended: 0 done or complete, 1 failures, 2 drift (`--check`).
 pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // A usage error: nothing is read before it is said.
+    if let Err(e) = trust::signing(
+        args.sign_key.is_some(),
+        args.verify_key.is_some(),
+        args.sign_unverified,
+    ) {
+        eprintln!("error: {e}");
+        return Ok(2);
+    }
     let source = plan::source(&args.source)?;
     let dest = plan::dest(&args.to)?;
     let mode = if args.dry_run {
@@ -143,18 +162,69 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         None => Store::Registry(&registries),
     };
 
-    let (data, layout_name, source_digest) =
-        source::read_channel(&source, &src, &registries, args.timeout).await?;
-    // A signature is over the data: the rewritten channel cannot carry the source's.
+    let verify_key = args.verify_key.as_deref().map(trust::key).transpose()?;
+    // An oci SOURCE is verified as it is read (the pull `spec.verify` makes).
+    let (data, layout_name, source_digest) = source::read_channel(
+        &source,
+        &src,
+        &registries,
+        args.timeout,
+        args.verify_key.as_deref(),
+    )
+    .await?;
     let mut notes = Vec::new();
-    if let (Source::Oci(image), Some(digest), None) = (&source, &source_digest, &sign)
-        && let Ok(parsed) = ImageRef::parse(image)
-        && let Ok(tag) = crate::cosign::signature_tag(digest)
-        && let Ok(Some(_)) = src.manifest_digest(&store::Loc::of(&parsed), &tag).await
-    {
-        notes.push(format!(
-            "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
-        ));
+    let stats = Stats::default();
+    // The signed channel a bundle keeps beside the rewritten one, for the site to verify.
+    let mut keep = None;
+    match (&source, &source_digest, &src_layout, &verify_key) {
+        (Source::Oci(image), Some(digest), _, _) => {
+            if verify_key.is_some() {
+                notes.push(format!(
+                    "the channel {image}@{digest} verified with --verify-key"
+                ));
+            }
+            let parsed = ImageRef::parse(image)?;
+            let tag = crate::cosign::signature_tag(digest).map_err(|e| e.to_string())?;
+            let signed = src
+                .manifest_digest(&store::Loc::of(&parsed), &tag)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some();
+            // A signature is over the data: the rewritten channel cannot carry the source's.
+            match &dest {
+                Dest::Dir(d) if signed => {
+                    notes.push(format!(
+                        "{image} is signed: the channel as signed and its signature are kept in {} beside the rewritten one (check them at the site with --verify-key)",
+                        d.display()
+                    ));
+                    keep = Some(ImageRef {
+                        reference: crate::config::Reference::Digest(digest.clone()),
+                        ..parsed
+                    });
+                }
+                Dest::Registry(_) if signed && sign.is_none() => notes.push(format!(
+                    "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
+                )),
+                _ => {}
+            }
+        }
+        (Source::Dir(d), _, Some(l), Some(key)) => {
+            let name = layout_name.as_deref().unwrap_or_default();
+            let digest = trust::bundle(l, d, name, &data, key).await?;
+            notes.push(format!(
+                "the channel of dir:{} verified with --verify-key: it is {digest}, signed, with its images pinned",
+                d.display()
+            ));
+            if matches!(dest, Dest::Dir(_)) {
+                keep = Some(trust::channel_image(name, &digest)?);
+            }
+        }
+        _ => {}
+    }
+    if let Some(signed) = &keep {
+        copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
+            .await
+            .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
     }
     let report = crate::channel::check(&data);
     if let Some(e) = report
@@ -177,7 +247,6 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
             .map_err(|e| format!("version {} ({}): {e}", f.index, f.field))?;
         wanted.insert(f.reference, image);
     }
-    let stats = Stats::default();
     let mut outcomes = futures::stream::iter(wanted.iter().map(|(text, image)| {
         let (src, dst, dest, stats, platforms) = (&src, &dst, &dest, &stats, &args.platform);
         async move {
