@@ -210,13 +210,13 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         }
         (Source::Dir(d), _, Some(l), Some(key)) => {
             let name = layout_name.as_deref().unwrap_or_default();
-            let digest = trust::bundle(l, d, name, &data, key).await?;
+            let signed = trust::bundle(l, d, name, &data, key).await?;
             notes.push(format!(
-                "the channel of dir:{} verified with --verify-key: it is {digest}, signed, with its images pinned",
+                "the channel of dir:{} verified with --verify-key: it is {signed}, signed, with its images pinned",
                 d.display()
             ));
             if matches!(dest, Dest::Dir(_)) {
-                keep = Some(trust::channel_image(name, &digest)?);
+                keep = Some(signed);
             }
         }
         _ => {}

@@ -46,37 +46,39 @@ pub(super) fn key(file: &Path) -> Result<PublicKey, String> {
     PublicKey::from_pem(&text).map_err(|e| format!("--verify-key {}: {e}", file.display()))
 }
 
-/// The repository of a layout's channel entry (`registry/repository:tag`).
-pub(super) fn channel_image(name: &str, digest: &str) -> Result<ImageRef, String> {
-    let (path, _) = name
-        .rsplit_once(':')
-        .ok_or_else(|| format!("the channel entry {name:?} has no tag"))?;
-    let (registry, repository) = path.split_once('/').unwrap_or(("", path));
-    Ok(ImageRef {
+/// The image `repository@digest` (`registry/path`, as a layout names its entries).
+pub(super) fn signed_image(repository: &str, digest: &str) -> ImageRef {
+    let (registry, repository) = repository.split_once('/').unwrap_or(("", repository));
+    ImageRef {
         registry: registry.to_string(),
         repository: repository.to_string(),
         reference: Reference::Digest(digest.to_string()),
-    })
+    }
 }
 
 /// Verifies the channel of the bundle `l` (its entry `name`, its data `data`) against
-/// `key`; the digest of the signed channel it comes from.
+/// `key`; the signed channel it comes from (the image its signature names).
 pub(super) async fn bundle(
     l: &Layout,
     dir: &Path,
     name: &str,
     data: &[u8],
     key: &PublicKey,
-) -> Result<String, String> {
+) -> Result<ImageRef, String> {
+    // The channel is named by its repository path and tag; the signed channel kept beside
+    // it, as every image, by its registry too.
     let path = name.rsplit_once(':').map_or(name, |(p, _)| p);
-    let prefix = format!("{path}:sha256-");
+    let under = format!("/{path}");
     let entries = l.entries().await;
-    let signed: Vec<(String, String)> = entries
+    let signed: Vec<(String, String, String)> = entries
         .iter()
         .rev()
         .filter_map(|(n, sig)| {
-            let hex = n.strip_prefix(&prefix)?.strip_suffix(".sig")?;
-            Some((format!("sha256:{hex}"), sig.clone()))
+            let (repository, tag) = n.rsplit_once(':')?;
+            let hex = tag.strip_prefix("sha256-")?.strip_suffix(".sig")?;
+            (repository == path || repository.ends_with(&under)).then(|| {
+                (repository.to_string(), format!("sha256:{hex}"), sig.clone())
+            })
         })
         .take(MAX_SIGNED)
         .collect();
@@ -89,9 +91,9 @@ pub(super) async fn bundle(
     let bundled: Value =
         serde_json::from_slice(data).map_err(|_| "the bundle's channel data is not JSON")?;
     let mut why = Vec::new();
-    for (digest, sig) in signed {
-        match signed_by(l, path, &digest, &sig, key, &bundled).await {
-            Ok(()) => return Ok(digest),
+    for (repository, digest, sig) in signed {
+        match signed_by(l, &repository, &digest, &sig, key, &bundled).await {
+            Ok(()) => return Ok(signed_image(&repository, &digest)),
             Err(e) => why.push(e),
         }
     }
@@ -336,8 +338,8 @@ mod tests {
     }
 
     #[test]
-    fn the_channel_entry_names_its_repository() {
-        let image = channel_image("reg.example:5000/ns/channel:v1", D1).unwrap();
+    fn a_signed_channel_is_named_by_its_registry_and_repository() {
+        let image = signed_image("reg.example:5000/ns/channel", D1);
         assert_eq!(image.registry, "reg.example:5000");
         assert_eq!(image.repository, "ns/channel");
         assert_eq!(image.reference, Reference::Digest(D1.into()));

@@ -9,6 +9,8 @@ use super::*;
 
 #[path = "mirror_referrers.rs"]
 mod referrers;
+#[path = "mirror_verify.rs"]
+mod verify;
 
 /// A docker config directory with the test registries' credentials (the plain HTTP one
 /// and the token one).
@@ -104,7 +106,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         .unwrap()
         .push(json!({"metadata": {"name": "iso"},
         "spec": {"type": "iso", "metadata": {"uri": "https://download.example/os.iso"}}}));
-    // The channel image is signed too: a signature the rewritten channel cannot keep.
+    // The channel image is signed too: the bundle keeps it, for the site to verify.
     let channel_digest = push_channel(&format!("{ns}/channel"), "v1", &data);
     publisher.sign(&format!("{ns}/channel"), &channel_digest);
 
@@ -117,14 +119,15 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     assert_eq!(first["channel_state"], "copied", "{first:#}");
     let notes = first["notes"].to_string();
     assert!(
-        notes.contains("is signed") && notes.contains("--sign-key"),
+        notes.contains("is signed") && notes.contains("kept in") && notes.contains("--verify-key"),
         "{first:#}"
     );
     assert_eq!(first["images"].as_array().unwrap().len(), 2, "{first:#}");
     assert!(first["blobs_sent"].as_u64().unwrap() >= 6, "{first:#}");
 
-    // The site: from the directory into another prefix, the channel signed with the site's
-    // key (made by openssl); the Secret of its public key and the channel, on stdout.
+    // The site: from the directory into another prefix, the channel verified with the
+    // publisher's key (the signature the bundle carries), then signed with the site's key
+    // (made by openssl); the Secret of its public key and the channel, on stdout.
     let site = format!("{r}/{ns}-site");
     let key = bundle.with_extension("key.pem");
     run_ok(
@@ -141,9 +144,26 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     // (one image at a time: the blobs the two images share are mounted, not sent again)
     let o = mirror(
         &t,
-        &[&to_dir, "--to", &site, "--jobs", "1", "--sign-key", &key],
+        &[
+            &to_dir,
+            "--to",
+            &site,
+            "--jobs",
+            "1",
+            "--verify-key",
+            &publisher.public_key_file(),
+            "--sign-key",
+            &key,
+        ],
     );
     assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!(
+            "verified with --verify-key: it is {r}/{ns}/channel@{channel_digest}, signed"
+        )),
+        "{}",
+        said(&o)
+    );
     assert!(
         String::from_utf8_lossy(&o.stderr).contains(", 2 mounted from another of its repositories"),
         "{}",
