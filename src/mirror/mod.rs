@@ -221,10 +221,14 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         }
         _ => {}
     }
+    let mut drift = Vec::new();
     if let Some(signed) = &keep {
-        copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
+        let kept = copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
             .await
             .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
+        if kept.state == State::Missing {
+            drift.push(format!("the signed channel: DEST lacks {}", kept.dest));
+        }
     }
     let report = crate::channel::check(&data);
     if let Some(e) = report
@@ -257,7 +261,6 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     .buffer_unordered(usize::from(args.jobs));
 
     let mut failures = Vec::new();
-    let mut drift = Vec::new();
     let mut rewritten = BTreeMap::new();
     let mut images = Vec::new();
     // Each image said as it ends (a long copy shows its progress image by image).

@@ -76,9 +76,8 @@ pub(super) async fn bundle(
         .filter_map(|(n, sig)| {
             let (repository, tag) = n.rsplit_once(':')?;
             let hex = tag.strip_prefix("sha256-")?.strip_suffix(".sig")?;
-            (repository == path || repository.ends_with(&under)).then(|| {
-                (repository.to_string(), format!("sha256:{hex}"), sig.clone())
-            })
+            (repository == path || repository.ends_with(&under))
+                .then(|| (repository.to_string(), format!("sha256:{hex}"), sig.clone()))
         })
         .take(MAX_SIGNED)
         .collect();
@@ -116,7 +115,10 @@ async fn signed_by(
 ) -> Result<(), String> {
     let image = format!("{path}@{digest}");
     let read_err = |e: PullError| e.to_string();
-    let manifest = l.manifest(sig, MAX_MANIFEST_BYTES).await.map_err(read_err)?;
+    let manifest = l
+        .manifest(sig, MAX_MANIFEST_BYTES)
+        .await
+        .map_err(read_err)?;
     let layers = cosign::to_read(digest, &image, manifest.as_deref()).map_err(|e| e.to_string())?;
     let mut read = Vec::with_capacity(layers.len());
     for layer in layers {
@@ -124,7 +126,12 @@ async fn signed_by(
             .manifest(&layer.payload_digest, MAX_PAYLOAD_BYTES)
             .await
             .map_err(read_err)?
-            .ok_or_else(|| format!("the bundle lacks the signature payload {}", layer.payload_digest))?;
+            .ok_or_else(|| {
+                format!(
+                    "the bundle lacks the signature payload {}",
+                    layer.payload_digest
+                )
+            })?;
         read.push((layer, payload));
     }
     cosign::verify_read(key, digest, read).map_err(|e| e.to_string())?;
@@ -142,7 +149,9 @@ async fn manifest_at(l: &Layout, digest: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("the bundle lacks the manifest {digest}"))?;
     if registry::matches(digest, &body) != Some(true) {
-        return Err(format!("the manifest {digest} is not what its digest names"));
+        return Err(format!(
+            "the manifest {digest} is not what its digest names"
+        ));
     }
     Ok(body)
 }
@@ -174,7 +183,10 @@ async fn signed_data(l: &Layout, digest: &str) -> Result<Vec<u8>, String> {
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("the bundle lacks the channel data {}", data.digest))?;
         if registry::matches(&data.digest, &bytes) != Some(true) {
-            return Err(format!("the blob {} is not what its digest names", data.digest));
+            return Err(format!(
+                "the blob {} is not what its digest names",
+                data.digest
+            ));
         }
         return Ok(bytes);
     }
@@ -304,7 +316,10 @@ mod tests {
     #[test]
     fn a_channel_with_its_images_pinned_in_place_is_derived() {
         let original = channel(&["reg.example/os:1.0", &format!("reg.example/os@{D2}")]);
-        let bundled = channel(&[&format!("reg.example/os@{D1}"), &format!("reg.example/os@{D2}")]);
+        let bundled = channel(&[
+            &format!("reg.example/os@{D1}"),
+            &format!("reg.example/os@{D2}"),
+        ]);
         assert_eq!(derived(&original, &bundled), Ok(()));
         assert_eq!(derived(&bundled, &bundled), Ok(()));
     }
@@ -315,7 +330,10 @@ mod tests {
         let pinned = format!("reg.example/os@{D1}");
         // Another repository, a tag left, another digest for a pinned image.
         for (bundled, says) in [
-            (channel(&[&format!("evil.example/os@{D1}")]), "is not the signed"),
+            (
+                channel(&[&format!("evil.example/os@{D1}")]),
+                "is not the signed",
+            ),
             (channel(&["reg.example/os:1.0"]), "not pinned by digest"),
             (channel(&[&pinned, &pinned]), "names 2 images"),
         ] {

@@ -1,9 +1,9 @@
 //! `spec.verify`: the digest's cosign signature fetched from the image's repository (the
 //! `sha256-<hex>.sig` tag) and checked by [`crate::cosign`] before any data is used.
 
+use super::PullError;
 use super::get::{get_blob, get_manifest};
 use super::session::{Session, read_capped};
-use super::PullError;
 use crate::cosign::{self, MAX_PAYLOAD_BYTES, PublicKey};
 
 /// Verifies that `digest` (the manifest the tag names) is signed by `key_pem`.

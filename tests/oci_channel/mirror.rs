@@ -63,6 +63,22 @@ fn mirror_json(t: &TestNs, args: &[&str], code: i32) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", said(&o)))
 }
 
+/// A site signing key (PKCS#8 PEM, P-256) made by openssl beside `near`.
+fn site_key(near: &Path) -> String {
+    let key = near.with_extension("site.key");
+    run_ok(
+        Command::new("openssl")
+            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &key.display().to_string(),
+            ]),
+        "openssl genpkey",
+    );
+    key.display().to_string()
+}
+
 /// `skopeo inspect --raw` of a reference in the test registry.
 fn raw_manifest(reference: &str) -> Value {
     let (u, p) = creds();
@@ -129,18 +145,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     // publisher's key (the signature the bundle carries), then signed with the site's key
     // (made by openssl); the Secret of its public key and the channel, on stdout.
     let site = format!("{r}/{ns}-site");
-    let key = bundle.with_extension("key.pem");
-    run_ok(
-        Command::new("openssl")
-            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
-            .args([
-                "ec_paramgen_curve:P-256",
-                "-out",
-                &key.display().to_string(),
-            ]),
-        "openssl genpkey",
-    );
-    let key = key.display().to_string();
+    let key = site_key(&bundle);
     // (one image at a time: the blobs the two images share are mounted, not sent again)
     let o = mirror(
         &t,

@@ -6,10 +6,13 @@
 
 use super::*;
 
-/// A channel of one version, upgrading to `image`.
-fn channel_of(image: &str) -> Value {
+/// An upgrade image pushed to `<ns>/os:1.0`, and a channel of one version upgrading to it.
+fn channel_of(ns: &str) -> Value {
+    let os = Layout::new(&format!("{ns}-os"));
+    let desc = os.image(&[gz_layer(&rootfs())], "amd64");
+    os.push(desc, &format!("{ns}/os"), "1.0");
     let mut data = elemental(&["v1"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(image);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{}/{ns}/os:1.0", registry()));
     data
 }
 
@@ -46,10 +49,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     let t = TestNs::new("mirror-verify").await;
     let ns = t.ns.clone();
     let r = registry();
-    let os = Layout::new(&format!("{ns}-os"));
-    let desc = os.image(&[gz_layer(&rootfs())], "amd64");
-    os.push(desc, &format!("{ns}/os"), "1.0");
-    let data = channel_of(&format!("{r}/{ns}/os:1.0"));
+    let data = channel_of(&ns);
     let channel_digest = push_channel(&format!("{ns}/channel"), "v1", &data);
     let publisher = Signer::new(&format!("{ns}-publisher"));
     publisher.sign(&format!("{ns}/channel"), &channel_digest);
@@ -65,7 +65,9 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     let o = mirror(&t, &[&source, "--to", &to_dir, "--verify-key", &key]);
     assert!(o.status.success(), "{}", said(&o));
     assert!(
-        stderr(&o).contains(&format!("{source}@{channel_digest} verified with --verify-key")),
+        stderr(&o).contains(&format!(
+            "{source}@{channel_digest} verified with --verify-key"
+        )),
         "{}",
         said(&o)
     );
@@ -84,7 +86,13 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     let other = Signer::new(&format!("{ns}-other"));
     let o = mirror(
         &t,
-        &[&to_dir, "--to", &site, "--verify-key", &other.public_key_file()],
+        &[
+            &to_dir,
+            "--to",
+            &site,
+            "--verify-key",
+            &other.public_key_file(),
+        ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
@@ -169,32 +177,13 @@ fn raw_digest(reference: &str) -> String {
     String::from_utf8_lossy(&out).trim().to_string()
 }
 
-/// A site signing key made by openssl beside `near`.
-fn site_key(near: &Path) -> String {
-    let key = near.with_extension("site.key");
-    run_ok(
-        Command::new("openssl")
-            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
-            .args([
-                "ec_paramgen_curve:P-256",
-                "-out",
-                &key.display().to_string(),
-            ]),
-        "openssl genpkey",
-    );
-    key.display().to_string()
-}
-
 #[tokio::test]
 async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     let t = TestNs::new("mirror-sign-unverified").await;
     let ns = t.ns.clone();
     let r = registry();
-    let os = Layout::new(&format!("{ns}-os"));
-    let desc = os.image(&[gz_layer(&rootfs())], "amd64");
-    os.push(desc, &format!("{ns}/os"), "1.0");
     let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{ns}-channel.json"));
-    std::fs::write(&file, channel_of(&format!("{r}/{ns}/os:1.0")).to_string()).unwrap();
+    std::fs::write(&file, channel_of(&ns).to_string()).unwrap();
     let file = file.display().to_string();
     let key = site_key(Path::new(&file));
     let site = format!("{r}/{ns}-site");
@@ -212,13 +201,17 @@ async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     // Told: signed; the channel is copied now, so the refused run published nothing.
     let told = mirror_json(
         &t,
-        &[&file, "--to", &site, "--sign-key", &key, "--sign-unverified"],
+        &[
+            &file,
+            "--to",
+            &site,
+            "--sign-key",
+            &key,
+            "--sign-unverified",
+        ],
         0,
     );
     assert_eq!(told["channel_state"], "copied", "{told:#}");
     assert_eq!(told["apply_secret"]["kind"], "Secret", "{told:#}");
-    assert!(
-        told["apply"]["spec"]["verify"].is_object(),
-        "{told:#}"
-    );
+    assert!(told["apply"]["spec"]["verify"].is_object(), "{told:#}");
 }
