@@ -157,6 +157,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
         said(&o)
     );
     assert!(!other_dir.join("index.json").exists(), "{}", said(&o));
+    t.cleanup().await;
 }
 
 /// The digest of `reference` in the test registry.
@@ -214,4 +215,5 @@ async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     assert_eq!(told["channel_state"], "copied", "{told:#}");
     assert_eq!(told["apply_secret"]["kind"], "Secret", "{told:#}");
     assert!(told["apply"]["spec"]["verify"].is_object(), "{told:#}");
+    t.cleanup().await;
 }
