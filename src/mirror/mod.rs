@@ -172,64 +172,15 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         args.verify_key.as_deref(),
     )
     .await?;
-    let mut notes = Vec::new();
     let stats = Stats::default();
-    // The signed channel a bundle keeps beside the rewritten one, for the site to verify.
-    let mut keep = None;
-    match (&source, &source_digest, &src_layout, &verify_key) {
-        (Source::Oci(image), Some(digest), _, _) => {
-            if verify_key.is_some() {
-                notes.push(format!(
-                    "the channel {image}@{digest} verified with --verify-key"
-                ));
-            }
-            let parsed = ImageRef::parse(image)?;
-            let tag = crate::cosign::signature_tag(digest).map_err(|e| e.to_string())?;
-            let signed = src
-                .manifest_digest(&store::Loc::of(&parsed), &tag)
-                .await
-                .map_err(|e| e.to_string())?
-                .is_some();
-            // A signature is over the data: the rewritten channel cannot carry the source's.
-            match &dest {
-                Dest::Dir(d) if signed => {
-                    notes.push(format!(
-                        "{image} is signed: the channel as signed and its signature are kept in {} beside the rewritten one (check them at the site with --verify-key)",
-                        d.display()
-                    ));
-                    keep = Some(ImageRef {
-                        reference: crate::config::Reference::Digest(digest.clone()),
-                        ..parsed
-                    });
-                }
-                Dest::Registry(_) if signed && sign.is_none() => notes.push(format!(
-                    "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
-                )),
-                _ => {}
-            }
-        }
-        (Source::Dir(d), _, Some(l), Some(key)) => {
-            let name = layout_name.as_deref().unwrap_or_default();
-            let signed = trust::bundle(l, d, name, &data, key).await?;
-            notes.push(format!(
-                "the channel of dir:{} verified with --verify-key: it is {signed}, signed, with its images pinned",
-                d.display()
-            ));
-            if matches!(dest, Dest::Dir(_)) {
-                keep = Some(signed);
-            }
-        }
-        _ => {}
-    }
-    let mut drift = Vec::new();
-    if let Some(signed) = &keep {
-        let kept = copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
-            .await
-            .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
-        if kept.state == State::Missing {
-            drift.push(format!("the signed channel: DEST lacks {}", kept.dest));
-        }
-    }
+    let read = trust::Read {
+        source: &source,
+        digest: source_digest.as_deref(),
+        layout: src_layout.as_ref().zip(layout_name.as_deref()),
+        data: &data,
+    };
+    let trust::Checked { keep, notes } =
+        trust::source(read, &src, &dest, verify_key.as_ref(), sign.is_some()).await?;
     let report = crate::channel::check(&data);
     if let Some(e) = report
         .diagnostics
@@ -244,6 +195,16 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     let mut value: Value =
         serde_json::from_slice(&data).map_err(|e| format!("the channel data is not JSON: {e}"))?;
 
+    // The signed channel kept, once its data is found valid (invalid data keeps nothing).
+    let mut drift = Vec::new();
+    if let Some(signed) = &keep {
+        let kept = copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
+            .await
+            .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
+        if kept.state == State::Missing {
+            drift.push(format!("the signed channel: DEST lacks {}", kept.dest));
+        }
+    }
     // Every image once, however many versions name it.
     let mut wanted: BTreeMap<String, ImageRef> = BTreeMap::new();
     for f in crate::channel::images::images(&value) {

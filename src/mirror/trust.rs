@@ -17,6 +17,8 @@ use serde_json::Value;
 
 use super::MAX_DATA_BYTES;
 use super::layout::Layout;
+use super::plan::{Dest, Source};
+use super::store::{Loc, Store};
 use crate::config::{ImageRef, Platform, Reference};
 use crate::cosign::{self, MAX_PAYLOAD_BYTES, PublicKey};
 use crate::registry::layers::{self, Bounds, Found};
@@ -37,6 +39,84 @@ pub(super) fn signing(sign: bool, verify: bool, sign_unverified: bool) -> Result
         return Err("--sign-key would vouch for a SOURCE nothing checked: give --verify-key FILE (the key SOURCE's channel is signed with), or --sign-unverified to sign it unchecked".into());
     }
     Ok(())
+}
+
+/// What [`source`] found.
+pub(super) struct Checked {
+    /// The signed channel to keep in a layout DEST, beside the rewritten one.
+    pub keep: Option<ImageRef>,
+    /// What the user should know: what was verified, what a signature became.
+    pub notes: Vec<String>,
+}
+
+/// SOURCE's channel as it was read.
+pub(super) struct Read<'a> {
+    pub source: &'a Source,
+    /// An oci SOURCE's digest (which the read verified, given a key).
+    pub digest: Option<&'a str>,
+    /// A layout SOURCE, and its channel entry's name.
+    pub layout: Option<(&'a Layout, &'a str)>,
+    pub data: &'a [u8],
+}
+
+/// SOURCE's channel checked with `key` and, signed, kept for a layout DEST; `signing`:
+/// `--sign-key` was given. `Err`: it did not verify.
+pub(super) async fn source(
+    read: Read<'_>,
+    src: &Store<'_>,
+    dest: &Dest,
+    key: Option<&PublicKey>,
+    signing: bool,
+) -> Result<Checked, String> {
+    let mut checked = Checked {
+        keep: None,
+        notes: Vec::new(),
+    };
+    match (read.source, read.digest, read.layout, key) {
+        (Source::Oci(image), Some(digest), _, _) => {
+            if key.is_some() {
+                checked.notes.push(format!(
+                    "the channel {image}@{digest} verified with --verify-key"
+                ));
+            }
+            let parsed = ImageRef::parse(image)?;
+            let tag = cosign::signature_tag(digest).map_err(|e| e.to_string())?;
+            // (a signature tag that cannot be read is no signature to keep)
+            let signed = matches!(
+                src.manifest_digest(&Loc::of(&parsed), &tag).await,
+                Ok(Some(_))
+            );
+            // A signature is over the data: the rewritten channel cannot carry the source's.
+            match dest {
+                Dest::Dir(d) if signed => {
+                    checked.notes.push(format!(
+                        "{image} is signed: the channel as signed and its signature are kept in {} beside the rewritten one (check them at the site with --verify-key)",
+                        d.display()
+                    ));
+                    checked.keep = Some(ImageRef {
+                        reference: Reference::Digest(digest.to_string()),
+                        ..parsed
+                    });
+                }
+                Dest::Registry(_) if signed && !signing => checked.notes.push(format!(
+                    "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
+                )),
+                _ => {}
+            }
+        }
+        (Source::Dir(d), _, Some((l, name)), Some(key)) => {
+            let signed = bundle(l, d, name, read.data, key).await?;
+            checked.notes.push(format!(
+                "the channel of dir:{} verified with --verify-key: it is {signed}, signed, with its images pinned",
+                d.display()
+            ));
+            if matches!(dest, Dest::Dir(_)) {
+                checked.keep = Some(signed);
+            }
+        }
+        _ => {}
+    }
+    Ok(checked)
 }
 
 /// The public key of `--verify-key FILE`.
