@@ -7,7 +7,8 @@
 //! writes it). Transparency-log and certificate (keyless) checks are not made: a key pair is
 //! the trust root.
 //!
-//! Pure: what the registry returned goes in, a verdict comes out; fetching is the caller's.
+//! What the registry (or a layout directory) returned goes in, a verdict comes out; fetching
+//! is the caller's ([`verify_image`] asks it for each payload).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -195,6 +196,39 @@ pub fn verify(
     })
 }
 
+/// The layers of the signature image of `digest` whose payloads are to be read
+/// (`manifest`: what its [`signature_tag`] holds, `None` when there is no such tag; `image`
+/// names it in errors): at most [`MAX_SIGNATURES`], each payload at most
+/// [`MAX_PAYLOAD_BYTES`]. Then [`verify_read`]: one check for every place a signature is
+/// read from (`spec.verify` from a registry, `mirror --verify-key` from a registry or a
+/// layout directory).
+pub fn to_read(
+    digest: &str,
+    image: &str,
+    manifest: Option<&[u8]>,
+) -> Result<Vec<SignatureLayer>, VerifyError> {
+    let tag = signature_tag(digest)?;
+    let manifest = manifest.ok_or_else(|| VerifyError::Unsigned(image.to_string(), tag))?;
+    let mut layers = signature_layers(manifest, image)?;
+    layers.retain(|l| l.payload_size <= MAX_PAYLOAD_BYTES);
+    Ok(layers)
+}
+
+/// The verdict over the payloads read for [`to_read`]'s layers: a payload that is not the
+/// blob its layer names is not what was signed, and is left out; then [`verify`].
+pub fn verify_read(
+    key: &PublicKey,
+    digest: &str,
+    read: Vec<(SignatureLayer, Vec<u8>)>,
+) -> Result<(), VerifyError> {
+    let signed: Vec<(Vec<u8>, String)> = read
+        .into_iter()
+        .filter(|(l, body)| crate::registry::matches(&l.payload_digest, body) == Some(true))
+        .map(|(l, body)| (body, l.signature))
+        .collect();
+    verify(key, digest, &signed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +316,23 @@ PkBXYnf+QEM+CMPVNDN+sx0OebUpfGZwzUJfDT4USDCnHN/jh+7Tdm6e5A==
         );
         assert!(signature_tag("sha256:abc").is_err());
         assert!(signature_tag("md5:x").is_err());
+    }
+
+    #[test]
+    fn a_payload_that_is_not_its_layers_blob_is_not_what_was_signed() {
+        let key = PublicKey::from_pem(KEY).unwrap();
+        let layer = |payload: &str| SignatureLayer {
+            payload_digest: crate::registry::sha256(payload.as_bytes()),
+            payload_size: payload.len() as u64,
+            signature: SIGNATURE.into(),
+        };
+        let good = vec![(layer(PAYLOAD), PAYLOAD.as_bytes().to_vec())];
+        assert_eq!(verify_read(&key, DIGEST, good), Ok(()));
+        // The signed payload, under a layer naming other bytes: left out.
+        let swapped = vec![(layer("other"), PAYLOAD.as_bytes().to_vec())];
+        assert!(verify_read(&key, DIGEST, swapped).is_err());
+        let e = to_read(DIGEST, "reg/x@d", None).unwrap_err();
+        assert!(matches!(e, VerifyError::Unsigned(..)), "{e}");
     }
 
     #[test]

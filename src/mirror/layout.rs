@@ -272,6 +272,21 @@ impl Layout {
         Ok(Some((name.to_string(), digest.to_string())))
     }
 
+    /// Every named entry: its name and digest (`mirror --verify-key` looks for the
+    /// signatures a bundle carries among them).
+    pub async fn entries(&self) -> Vec<(String, String)> {
+        let index = self.index.lock().await;
+        index
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e["annotations"][REF_NAME].as_str()?.to_string(),
+                    e["digest"].as_str()?.to_string(),
+                ))
+            })
+            .collect()
+    }
+
     /// A manifest blob, at most `max` bytes (counted as read).
     pub async fn manifest(&self, digest: &str, max: u64) -> Result<Option<Vec<u8>>, PullError> {
         let path = self.blob_path(digest)?;

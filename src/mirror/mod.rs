@@ -15,6 +15,7 @@ pub mod plan;
 mod referrers;
 mod source;
 mod store;
+mod trust;
 mod walk;
 
 use std::collections::BTreeMap;
@@ -73,10 +74,19 @@ pub struct MirrorArgs {
     /// `~/.docker/config.json`, and Podman's)
     #[arg(long, value_name = "FILE")]
     pub registry_config: Option<PathBuf>,
+    /// Verify SOURCE's channel before anything is copied: its cosign signature (the
+    /// `sha256-<hex>.sig` tag, as `spec.verify` checks it) by this public key (`cosign.pub`);
+    /// a `dir:` SOURCE, with the signature its bundle carries
+    #[arg(long, value_name = "FILE")]
+    pub verify_key: Option<PathBuf>,
     /// Sign the published channel with this key (a PKCS#8 PEM ECDSA P-256 private key);
-    /// the printed channel then verifies it (`spec.verify`, with a Secret of the public key)
+    /// the printed channel then verifies it (`spec.verify`, with a Secret of the public key).
+    /// Needs SOURCE verified (`--verify-key`) or `--sign-unverified`
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
+    /// With `--sign-key`: sign a SOURCE that was not verified
+    #[arg(long, requires = "sign_key", conflicts_with = "verify_key")]
+    pub sign_unverified: bool,
     /// A PEM file of roots that registries' certificates may chain to (beside the
     /// system's)
     #[arg(long, value_name = "FILE")]
@@ -103,6 +113,15 @@ pub(crate) enum Mode {
 /// How a run ended: 0 done or complete, 1 failures, 2 drift (`--check`).
 pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // A usage error: nothing is read before it is said.
+    if let Err(e) = trust::signing(
+        args.sign_key.is_some(),
+        args.verify_key.is_some(),
+        args.sign_unverified,
+    ) {
+        eprintln!("error: {e}");
+        return Ok(2);
+    }
     let source = plan::source(&args.source)?;
     let dest = plan::dest(&args.to)?;
     let mode = if args.dry_run {
@@ -143,19 +162,25 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
         None => Store::Registry(&registries),
     };
 
-    let (data, layout_name, source_digest) =
-        source::read_channel(&source, &src, &registries, args.timeout).await?;
-    // A signature is over the data: the rewritten channel cannot carry the source's.
-    let mut notes = Vec::new();
-    if let (Source::Oci(image), Some(digest), None) = (&source, &source_digest, &sign)
-        && let Ok(parsed) = ImageRef::parse(image)
-        && let Ok(tag) = crate::cosign::signature_tag(digest)
-        && let Ok(Some(_)) = src.manifest_digest(&store::Loc::of(&parsed), &tag).await
-    {
-        notes.push(format!(
-            "{image} is signed; the rewritten channel cannot keep that signature (its data changed): sign it with --sign-key at the step that publishes to the site's registry"
-        ));
-    }
+    let verify_key = args.verify_key.as_deref().map(trust::key).transpose()?;
+    // An oci SOURCE is verified as it is read (the pull `spec.verify` makes).
+    let (data, layout_name, source_digest) = source::read_channel(
+        &source,
+        &src,
+        &registries,
+        args.timeout,
+        args.verify_key.as_deref(),
+    )
+    .await?;
+    let stats = Stats::default();
+    let read = trust::Read {
+        source: &source,
+        digest: source_digest.as_deref(),
+        layout: src_layout.as_ref().zip(layout_name.as_deref()),
+        data: &data,
+    };
+    let trust::Checked { keep, notes } =
+        trust::source(read, &src, &dest, verify_key.as_ref(), sign.is_some()).await?;
     let report = crate::channel::check(&data);
     if let Some(e) = report
         .diagnostics
@@ -170,6 +195,16 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     let mut value: Value =
         serde_json::from_slice(&data).map_err(|e| format!("the channel data is not JSON: {e}"))?;
 
+    // The signed channel kept, once its data is found valid (invalid data keeps nothing).
+    let mut drift = Vec::new();
+    if let Some(signed) = &keep {
+        let kept = copy_image(&src, &dst, &dest, signed, mode, &stats, &[])
+            .await
+            .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
+        if kept.state == State::Missing {
+            drift.push(format!("the signed channel: DEST lacks {}", kept.dest));
+        }
+    }
     // Every image once, however many versions name it.
     let mut wanted: BTreeMap<String, ImageRef> = BTreeMap::new();
     for f in crate::channel::images::images(&value) {
@@ -177,7 +212,6 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
             .map_err(|e| format!("version {} ({}): {e}", f.index, f.field))?;
         wanted.insert(f.reference, image);
     }
-    let stats = Stats::default();
     let mut outcomes = futures::stream::iter(wanted.iter().map(|(text, image)| {
         let (src, dst, dest, stats, platforms) = (&src, &dst, &dest, &stats, &args.platform);
         async move {
@@ -188,7 +222,6 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     .buffer_unordered(usize::from(args.jobs));
 
     let mut failures = Vec::new();
-    let mut drift = Vec::new();
     let mut rewritten = BTreeMap::new();
     let mut images = Vec::new();
     // Each image said as it ends (a long copy shows its progress image by image).

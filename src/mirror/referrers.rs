@@ -3,6 +3,13 @@
 //! (`sha256-<hex>`, an index) where a registry or a layout has no API; copied into DEST,
 //! whose registry indexes them by their subject, or whose referrers tag is extended.
 //! One level: the referrers of each image a channel names, not the referrers of those.
+//!
+//! A referrer is copied only when its manifest names the image as its `subject` (a
+//! referrers tag is an index anyone could have written), and the entry DEST's referrers
+//! tag gets is made from that manifest, as the distribution spec makes the referrers API's
+//! (its media type, digest, size, `artifactType` and annotations), not copied from
+//! SOURCE's listing; a referrer whose annotations pass [`MAX_ANNOTATIONS`] or
+//! [`MAX_ANNOTATION_BYTES`] is not copied.
 
 use serde_json::{Value, json};
 
@@ -11,6 +18,11 @@ use crate::registry::{self, PullError, manifest::OCI_INDEX};
 use super::Mode;
 use super::store::{Loc, Store};
 use super::walk::{State, Walk};
+
+/// The most annotations a referrer's index entry carries.
+pub const MAX_ANNOTATIONS: usize = 32;
+/// The most bytes of a referrer's annotations (keys and values, as JSON).
+pub const MAX_ANNOTATION_BYTES: usize = 8 << 10;
 
 /// The referrers tag of `digest` (the distribution spec's fallback for registries without
 /// the referrers API): `<algorithm>-<hex>`.
@@ -31,6 +43,45 @@ pub fn descriptors(index: &[u8]) -> Result<Vec<Value>, String> {
             other => Err(format!("a referrers index names the digest {other:?}")),
         })
         .collect()
+}
+
+/// The referrers index entry of the referrer manifest `body` (digest `digest`, media type
+/// `media_type`) of the image `subject`: `Err` says why it is not one.
+pub fn entry(subject: &str, digest: &str, media_type: &str, body: &[u8]) -> Result<Value, String> {
+    let m: Value = serde_json::from_slice(body).map_err(|_| "it is not JSON".to_string())?;
+    match m["subject"]["digest"].as_str() {
+        Some(s) if s == subject => {}
+        Some(s) => {
+            return Err(format!(
+                "its subject is {}, not the image",
+                crate::text::head(s, 80)
+            ));
+        }
+        None => return Err("it names no subject".into()),
+    }
+    let mut e = json!({"mediaType": media_type, "digest": digest, "size": body.len()});
+    // The manifest's own type, else its config's; an index without one has none.
+    let artifact_type = m["artifactType"]
+        .as_str()
+        .or_else(|| m["config"]["mediaType"].as_str());
+    if let Some(t) = artifact_type {
+        e["artifactType"] = json!(t);
+    }
+    if let Some(annotations) = m.get("annotations") {
+        let map = annotations
+            .as_object()
+            .filter(|a| a.values().all(Value::is_string))
+            .ok_or("its annotations are not a map of strings")?;
+        let bytes = annotations.to_string().len();
+        if map.len() > MAX_ANNOTATIONS || bytes > MAX_ANNOTATION_BYTES {
+            return Err(format!(
+                "its {} annotations take {bytes} bytes (at most {MAX_ANNOTATIONS}, {MAX_ANNOTATION_BYTES} bytes)",
+                map.len()
+            ));
+        }
+        e["annotations"] = annotations.clone();
+    }
+    Ok(e)
 }
 
 /// Those of `wanted` that `have` does not list, by digest, in `wanted`'s order.
@@ -87,6 +138,7 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
         return Ok(());
     }
     let fail = |e: PullError| e.to_string();
+    let mut added = Vec::with_capacity(missing.len());
     for d in &missing {
         let child = d["digest"].as_str().unwrap_or_default();
         let (body, media_type) = walk
@@ -106,7 +158,22 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
                 walk.from.at(child)
             ));
         }
+        match entry(digest, child, &media_type, &body) {
+            Ok(e) => added.push(e),
+            // Not this image's, or too much to list: left, and said.
+            Err(why) => {
+                eprintln!(
+                    "warning: the referrer {} of {} is not copied: {why}",
+                    walk.from.at(child),
+                    walk.from.at(digest)
+                );
+                continue;
+            }
+        }
         walk.tree(child, &body, &media_type, false).await?;
+    }
+    if added.is_empty() {
+        return Ok(());
     }
     match walk.mode {
         Mode::Check => walk.copied.state = State::Missing,
@@ -116,7 +183,7 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
         Mode::Copy => {
             let tag = tag(digest);
             let existing = walk.dst.manifest(walk.to, &tag).await.map_err(fail)?;
-            let body = extend(existing.as_ref().map(|(b, _)| b.as_slice()), &missing)?;
+            let body = extend(existing.as_ref().map(|(b, _)| b.as_slice()), &added)?;
             walk.dst
                 .put_manifest(walk.to, &tag, OCI_INDEX, &body, true)
                 .await
@@ -143,6 +210,49 @@ mod tests {
             &json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}),
         )
         .unwrap()
+    }
+
+    fn referrer(subject: &str, annotations: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": B, "size": 2},
+            "layers": [], "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": subject, "size": 9}, "annotations": annotations}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_referrer_must_name_the_image_as_its_subject() {
+        let mt = "application/vnd.oci.image.manifest.v1+json";
+        let body = referrer(A, json!({"org.example": "sbom"}));
+        let e = entry(A, "sha256:cc", mt, &body).unwrap();
+        assert_eq!(e["digest"], "sha256:cc");
+        assert_eq!(e["size"], body.len());
+        assert_eq!(e["artifactType"], "application/vnd.oci.empty.v1+json");
+        assert_eq!(e["annotations"]["org.example"], "sbom");
+        let e = entry(B, "sha256:cc", mt, &body).unwrap_err();
+        assert!(e.contains("its subject is sha256:aaaa"), "{e}");
+        let e = entry(A, "sha256:cc", mt, br#"{"layers":[]}"#).unwrap_err();
+        assert!(e.contains("names no subject"), "{e}");
+    }
+
+    #[test]
+    fn a_referrers_annotations_are_its_own_and_bounded() {
+        let mt = "application/vnd.oci.image.manifest.v1+json";
+        let many: serde_json::Map<String, Value> = (0..=MAX_ANNOTATIONS)
+            .map(|i| (format!("k{i}"), json!("v")))
+            .collect();
+        let e = entry(A, "sha256:cc", mt, &referrer(A, Value::Object(many))).unwrap_err();
+        assert!(e.contains("33 annotations"), "{e}");
+        let big = json!({"k": "x".repeat(MAX_ANNOTATION_BYTES)});
+        assert!(entry(A, "sha256:cc", mt, &referrer(A, big)).is_err());
+        let e = entry(A, "sha256:cc", mt, &referrer(A, json!({"k": 1}))).unwrap_err();
+        assert!(e.contains("not a map of strings"), "{e}");
+        // An artifact's own type wins over its config's.
+        let mut m: Value = serde_json::from_slice(&referrer(A, json!({}))).unwrap();
+        m["artifactType"] = json!("application/spdx+json");
+        let e = entry(A, "sha256:cc", mt, &serde_json::to_vec(&m).unwrap()).unwrap();
+        assert_eq!(e["artifactType"], "application/spdx+json");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Reading the channel itself from SOURCE: a file, a json URL, an oci channel (with the
 //! registry client the oci channel type uses), or the channel entry of a layout.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -11,13 +12,19 @@ use super::store::{Registries, Store};
 use crate::config::ImageRef;
 use crate::registry;
 
-/// Reads the channel data; from a layout, also the name it was stored under.
+/// Reads the channel data; from a layout, also the name it was stored under. `verify_key`:
+/// an oci channel's digest must be signed by it (checked before its data is read); a file
+/// or URL, which carries no signature, is refused.
 pub(super) async fn read_channel(
     source: &Source,
     src: &Store<'_>,
     registries: &Registries,
     timeout: Duration,
+    verify_key: Option<&Path>,
 ) -> Result<(Vec<u8>, Option<String>, Option<String>), String> {
+    if let (Source::File(_) | Source::Url(_), Some(_)) = (source, verify_key) {
+        return Err("--verify-key: a channel file or URL carries no signature; verify an oci channel (registry/repo:tag) or a dir: bundle made from one".into());
+    }
     match source {
         Source::File(p) => {
             let data = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
@@ -59,7 +66,7 @@ pub(super) async fn read_channel(
                 platform: None,
                 insecure: registries.is_insecure(&parsed.registry),
                 ca_file: registries.ca_file.clone(),
-                key_file: None,
+                key_file: verify_key.map(Path::to_path_buf),
                 timeout,
                 max_output_bytes: MAX_DATA_BYTES,
                 max_layer_bytes: 512 << 20,

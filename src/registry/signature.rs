@@ -1,9 +1,9 @@
 //! `spec.verify`: the digest's cosign signature fetched from the image's repository (the
 //! `sha256-<hex>.sig` tag) and checked by [`crate::cosign`] before any data is used.
 
+use super::PullError;
 use super::get::{get_blob, get_manifest};
 use super::session::{Session, read_capped};
-use super::{PullError, matches};
 use crate::cosign::{self, MAX_PAYLOAD_BYTES, PublicKey};
 
 /// Verifies that `digest` (the manifest the tag names) is signed by `key_pem`.
@@ -20,25 +20,17 @@ pub(super) async fn verify(
     let tag = cosign::signature_tag(digest).map_err(unverified)?;
     let image = format!("{}@{digest}", session.repo());
     let body = match get_manifest(session, &tag).await {
-        Ok((body, _)) => body,
-        Err(PullError::ManifestUnknown(_)) => {
-            return Err(unverified(cosign::VerifyError::Unsigned(image, tag)));
-        }
+        Ok((body, _)) => Some(body),
+        Err(PullError::ManifestUnknown(_)) => None,
         Err(e) => return Err(e),
     };
-    let layers = cosign::signature_layers(&body, &image).map_err(unverified)?;
-    let mut signed = Vec::with_capacity(layers.len());
+    let layers = cosign::to_read(digest, &image, body.as_deref()).map_err(unverified)?;
+    let mut read = Vec::with_capacity(layers.len());
     for layer in layers {
-        if layer.payload_size > MAX_PAYLOAD_BYTES {
-            continue;
-        }
         let response = get_blob(session, &layer.payload_digest).await?;
         let payload =
             read_capped(response, MAX_PAYLOAD_BYTES, "a signature payload", session).await?;
-        // A payload that is not the blob its layer names is not what was signed.
-        if matches(&layer.payload_digest, &payload) == Some(true) {
-            signed.push((payload, layer.signature));
-        }
+        read.push((layer, payload));
     }
-    cosign::verify(&key, digest, &signed).map_err(unverified)
+    cosign::verify_read(&key, digest, read).map_err(unverified)
 }

@@ -11,6 +11,8 @@ use super::*;
 mod bundle;
 #[path = "mirror_referrers.rs"]
 mod referrers;
+#[path = "mirror_verify.rs"]
+mod verify;
 
 /// A docker config directory with the test registries' credentials (the plain HTTP one
 /// and the token one).
@@ -63,6 +65,22 @@ fn mirror_json(t: &TestNs, args: &[&str], code: i32) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", said(&o)))
 }
 
+/// A site signing key (PKCS#8 PEM, P-256) made by openssl beside `near`.
+fn site_key(near: &Path) -> String {
+    let key = near.with_extension("site.key");
+    run_ok(
+        Command::new("openssl")
+            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
+            .args([
+                "ec_paramgen_curve:P-256",
+                "-out",
+                &key.display().to_string(),
+            ]),
+        "openssl genpkey",
+    );
+    key.display().to_string()
+}
+
 /// `skopeo inspect --raw` of a reference in the test registry.
 fn raw_manifest(reference: &str) -> Value {
     let (u, p) = creds();
@@ -106,7 +124,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
         .unwrap()
         .push(json!({"metadata": {"name": "iso"},
         "spec": {"type": "iso", "metadata": {"uri": "https://download.example/os.iso"}}}));
-    // The channel image is signed too: a signature the rewritten channel cannot keep.
+    // The channel image is signed too: the bundle keeps it, for the site to verify.
     let channel_digest = push_channel(&format!("{ns}/channel"), "v1", &data);
     publisher.sign(&format!("{ns}/channel"), &channel_digest);
 
@@ -119,33 +137,40 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     assert_eq!(first["channel_state"], "copied", "{first:#}");
     let notes = first["notes"].to_string();
     assert!(
-        notes.contains("is signed") && notes.contains("--sign-key"),
+        notes.contains("is signed") && notes.contains("kept in") && notes.contains("--verify-key"),
         "{first:#}"
     );
     assert_eq!(first["images"].as_array().unwrap().len(), 2, "{first:#}");
     assert!(first["blobs_sent"].as_u64().unwrap() >= 6, "{first:#}");
 
-    // The site: from the directory into another prefix, the channel signed with the site's
-    // key (made by openssl); the Secret of its public key and the channel, on stdout.
+    // The site: from the directory into another prefix, the channel verified with the
+    // publisher's key (the signature the bundle carries), then signed with the site's key
+    // (made by openssl); the Secret of its public key and the channel, on stdout.
     let site = format!("{r}/{ns}-site");
-    let key = bundle.with_extension("key.pem");
-    run_ok(
-        Command::new("openssl")
-            .args(["genpkey", "-algorithm", "EC", "-pkeyopt"])
-            .args([
-                "ec_paramgen_curve:P-256",
-                "-out",
-                &key.display().to_string(),
-            ]),
-        "openssl genpkey",
-    );
-    let key = key.display().to_string();
+    let key = site_key(&bundle);
     // (one image at a time: the blobs the two images share are mounted, not sent again)
     let o = mirror(
         &t,
-        &[&to_dir, "--to", &site, "--jobs", "1", "--sign-key", &key],
+        &[
+            &to_dir,
+            "--to",
+            &site,
+            "--jobs",
+            "1",
+            "--verify-key",
+            &publisher.public_key_file(),
+            "--sign-key",
+            &key,
+        ],
     );
     assert!(o.status.success(), "{}", said(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!(
+            "verified with --verify-key: it is {r}/{ns}/channel@{channel_digest}, signed"
+        )),
+        "{}",
+        said(&o)
+    );
     assert!(
         String::from_utf8_lossy(&o.stderr).contains(", 2 mounted from another of its repositories"),
         "{}",

@@ -199,3 +199,99 @@ async fn referrers_cross_the_air_gap_by_api_and_by_tag() {
     assert_eq!(found, both);
     t.cleanup().await;
 }
+
+/// A referrers tag anyone with push rights could have written: the test registry (no
+/// referrers API) lists, under one image's referrers tag, an SBOM attached to another
+/// image. `mirror` reads each referrer's manifest, finds its `subject` is not the image,
+/// and copies none of it (a `warning:` line says so).
+#[tokio::test]
+async fn a_referrer_whose_subject_is_another_image_is_not_copied() {
+    let t = TestNs::new("mirror-subject").await;
+    let ns = t.ns.clone();
+    let r = registry();
+    let (u, p) = creds();
+    let l = Layout::new(&format!("{ns}-os"));
+    let mine = l.image(&[gz_layer(&rootfs())], "amd64");
+    l.push(mine.clone(), &format!("{ns}/os"), "1.0");
+    let other = l.image(&[gz_layer(&tar_of(&[("etc/other", b"2")]))], "amd64");
+    l.push(other.clone(), &format!("{ns}/os"), "2.0");
+    let (mine, other) = (
+        mine["digest"].as_str().unwrap().to_string(),
+        other["digest"].as_str().unwrap().to_string(),
+    );
+    let sbom = l.dir.join("sbom.spdx.json");
+    std::fs::write(&sbom, r#"{"spdxVersion":"SPDX-2.3","name":"other"}"#).unwrap();
+    let login = ["--plain-http", "-u", u.as_str(), "-p", p.as_str()];
+    let attached = run_ok(
+        Command::new(helm_tool("oras"))
+            .current_dir(&l.dir)
+            .arg("attach")
+            .args(login)
+            .args(["--distribution-spec", "v1.1-referrers-tag"])
+            .args([
+                "--artifact-type",
+                "application/spdx+json",
+                "--format",
+                "json",
+            ])
+            .arg(format!("{r}/{ns}/os@{other}"))
+            .arg("sbom.spdx.json"),
+        "oras attach",
+    );
+    let attached: Value = serde_json::from_slice(&attached).unwrap();
+    let sbom_digest = attached["digest"].as_str().unwrap().to_string();
+    // The other image's referrers tag, pushed again as this image's.
+    let tag_of = |d: &str| d.replacen(':', "-", 1);
+    let listing = oras(
+        &[
+            &["manifest", "fetch"][..],
+            &login,
+            &[&format!("{r}/{ns}/os:{}", tag_of(&other))],
+        ]
+        .concat(),
+    );
+    let forged = l.dir.join("forged-referrers.json");
+    std::fs::write(&forged, &listing).unwrap();
+    oras(
+        &[
+            &["manifest", "push"][..],
+            &login,
+            &["--media-type", "application/vnd.oci.image.index.v1+json"],
+            &[
+                &format!("{r}/{ns}/os:{}", tag_of(&mine)),
+                &forged.display().to_string(),
+            ],
+        ]
+        .concat(),
+    );
+
+    let mut data = elemental(&["one"]);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os:1.0"));
+    let file = l.dir.join("channel.json");
+    std::fs::write(&file, data.to_string()).unwrap();
+    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-subject-{ns}"));
+    let _ = std::fs::remove_dir_all(&bundle);
+    let o = mirror(
+        &t,
+        &[
+            &file.display().to_string(),
+            "--to",
+            &format!("dir:{}", bundle.display()),
+        ],
+    );
+    assert!(o.status.success(), "{}", said(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!("{sbom_digest} of "))
+            && stderr.contains(&format!(
+                "is not copied: its subject is {other}, not the image"
+            )),
+        "{}",
+        said(&o)
+    );
+    let index = std::fs::read_to_string(bundle.join("index.json")).unwrap();
+    assert!(!index.contains(&tag_of(&mine)), "{index}");
+    let sbom_hex = sbom_digest.strip_prefix("sha256:").unwrap();
+    assert!(!bundle.join("blobs/sha256").join(sbom_hex).exists());
+    t.cleanup().await;
+}

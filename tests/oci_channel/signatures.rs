@@ -73,6 +73,11 @@ impl Signer {
         ]);
     }
 
+    /// The file of its public key (`cosign.pub`).
+    pub(super) fn public_key_file(&self) -> String {
+        self.dir.join("cosign.pub").display().to_string()
+    }
+
     fn public_key(&self) -> String {
         std::fs::read_to_string(self.dir.join("cosign.pub")).unwrap()
     }
