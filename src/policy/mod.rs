@@ -7,7 +7,7 @@
 //! a version it holds back is not created, and one that exists is flagged.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -23,6 +23,16 @@ use semver::{Range, Version};
 pub const MAX_FIRST_SEEN: usize = 512;
 const MAX_PATTERNS: usize = 32;
 const MAX_PATTERN_BYTES: usize = 256;
+/// The longest text a pattern is matched against: a Kubernetes name's length, and more
+/// than any real version (an image tag is at most 128). A longer name or version is matched
+/// by no pattern and is no semver, whatever the data: a pattern costs at most its length
+/// times this many steps per text (a `spec.version` may otherwise be 1 MiB).
+pub const MAX_MATCHED_CHARS: usize = 253;
+
+/// Whether `text` is at most [`MAX_MATCHED_CHARS`] characters (reads at most one more).
+pub fn matchable(text: &str) -> bool {
+    text.chars().nth(MAX_MATCHED_CHARS).is_none()
+}
 
 /// A rule of the policy, as the status and reports name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -180,14 +190,26 @@ fn platform_kept(wanted: &[(String, String)], item: &ChannelVersion) -> bool {
     platforms.iter().any(|p| wanted.contains(p))
 }
 
-/// `*` any run of characters, `?` one; everything else itself. Linear backtracking over
-/// the last `*` only: at most pattern times text steps, both bounded.
+/// `*` any run of characters, `?` one; everything else itself. A text over
+/// [`MAX_MATCHED_CHARS`] is not matched.
 pub fn glob(pattern: &str, text: &str) -> bool {
+    glob_counted(pattern, text).0
+}
+
+/// [`glob`], and the steps it took. Backtracking over the last `*` only: each step moves
+/// on in the pattern, or moves the last `*`'s start on in the text, so at most
+/// (pattern + 1) x (text + 1) steps; the text is at most [`MAX_MATCHED_CHARS`].
+fn glob_counted(pattern: &str, text: &str) -> (bool, usize) {
+    if !matchable(text) {
+        return (false, 0);
+    }
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
     let (mut pi, mut ti) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
+    let mut steps = 0usize;
     while ti < t.len() {
+        steps = steps.saturating_add(1);
         match p.get(pi) {
             Some('*') => {
                 star = Some((pi, ti));
@@ -203,12 +225,13 @@ pub fn glob(pattern: &str, text: &str) -> bool {
                     ti = st.saturating_add(1);
                     star = Some((sp, ti));
                 }
-                None => return false,
+                None => return (false, steps),
             },
         }
     }
-    p.get(pi..)
-        .is_some_and(|rest| rest.iter().all(|c| *c == '*'))
+    let rest = p.get(pi..).unwrap_or_default();
+    steps = steps.saturating_add(rest.len());
+    (rest.iter().all(|c| *c == '*'), steps)
 }
 
 /// The order of versions, newest first: by semver of `spec.version` (else of the name),
@@ -244,6 +267,10 @@ pub struct Applied {
     pub latest: Option<String>,
     /// When the next version `minAge` holds comes of age.
     pub ripens_in: Option<Duration>,
+    /// Names of versions whose name or `spec.version` is over [`MAX_MATCHED_CHARS`]
+    /// characters, when the policy has `include` or `exclude` patterns: no pattern matched
+    /// that text.
+    pub unmatched: BTreeSet<String>,
 }
 
 impl Applied {
@@ -257,21 +284,29 @@ impl Applied {
         counts
     }
 
-    /// `3 held back by policy (keep 2, platforms 1)`, or nothing.
+    /// `3 held back by spec.versions (keep 2, platforms 1)`, and how many texts were too
+    /// long for the patterns; or nothing.
     pub fn summary(&self) -> Option<String> {
-        if self.held.is_empty() {
-            return None;
+        let mut said = Vec::new();
+        if !self.held.is_empty() {
+            let parts: Vec<String> = self
+                .counts()
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            said.push(format!(
+                "{} held back by spec.versions ({})",
+                self.held.len(),
+                parts.join(", ")
+            ));
         }
-        let parts: Vec<String> = self
-            .counts()
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        Some(format!(
-            "{} held back by spec.versions ({})",
-            self.held.len(),
-            parts.join(", ")
-        ))
+        if !self.unmatched.is_empty() {
+            said.push(format!(
+                "{} with a name or version over {MAX_MATCHED_CHARS} characters, which no pattern matches",
+                self.unmatched.len()
+            ));
+        }
+        (!said.is_empty()).then(|| said.join("; "))
     }
 }
 
@@ -288,7 +323,13 @@ pub fn apply(
     let mut out = Applied::default();
     let mut candidates = Vec::new();
     let mut timed = Vec::new();
+    let patterns = !policy.include.is_empty() || !policy.exclude.is_empty();
     for item in items {
+        let long = !matchable(&item.name)
+            || item.spec.version.as_deref().is_some_and(|v| !matchable(v));
+        if patterns && long {
+            out.unmatched.insert(item.name.clone());
+        }
         let rule = if !policy.platforms.is_empty() && !platform_kept(&policy.platforms, item) {
             Some(Rule::Platforms)
         } else if !policy.include.is_empty() && !policy.include.iter().any(|p| p.matches(item)) {

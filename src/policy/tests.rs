@@ -311,3 +311,82 @@ fn every_listed_version_is_published_or_held_and_never_both() {
         }
     }
 }
+
+#[test]
+fn a_version_over_253_characters_is_matched_by_no_pattern_and_reported() {
+    let at_most = format!("1.0.0-{}", "a".repeat(MAX_MATCHED_CHARS - 6));
+    let over = format!("1.0.0-{}", "a".repeat(1 << 20));
+    let items = vec![
+        item("fits", Some(&at_most), None),
+        item("long", Some(&over), None),
+    ];
+    // Each pattern matches both versions' texts, and neither name.
+    for include in ["1.0.0-*", ">=1.0.0-a"] {
+        let a = run(&policy(json!({ "include": [include] })), &items);
+        assert_eq!(names(&a.published), ["fits"], "{include}");
+        assert_eq!(a.held.get("long"), Some(&Rule::Include), "{include}");
+        assert_eq!(a.unmatched, BTreeSet::from(["long".to_string()]));
+        let said = a.summary().unwrap();
+        assert!(
+            said.contains("1 with a name or version over 253 characters"),
+            "{said}"
+        );
+    }
+    let a = run(&policy(json!({ "exclude": ["1.0.0-*"] })), &items);
+    assert_eq!(names(&a.published), ["long"], "not excluded either");
+    assert_eq!(a.unmatched.len(), 1);
+    assert!(a.summary().is_some(), "said even when nothing is held back");
+    // Without patterns the length changes nothing, and nothing is said.
+    let a = run(&policy(json!({ "keep": 5 })), &items);
+    assert_eq!(a.published.len(), 2);
+    assert!(a.unmatched.is_empty() && a.summary().is_none());
+    assert!(Version::parse(&over).is_none() && Version::parse(&at_most).is_some());
+}
+
+#[test]
+fn a_glob_takes_at_most_pattern_times_text_steps_whatever_the_text() {
+    let mut rng = Rng(7);
+    // Fails late from every start in a text of `a`s: about half the text times the pattern.
+    let worst = format!("*{}b", "a".repeat(MAX_MATCHED_CHARS / 2));
+    let mut patterns = vec![
+        worst.clone(),
+        format!("*{}b", "a".repeat(MAX_PATTERN_BYTES - 2)),
+        "*a".repeat(MAX_PATTERN_BYTES / 2),
+    ];
+    for _ in 0..200 {
+        let len = usize::try_from(rng.next() % (MAX_PATTERN_BYTES as u64 + 1)).unwrap();
+        let pattern: String = (0..len)
+            .map(|_| ['*', '?', 'a', 'b'][usize::try_from(rng.next() % 4).unwrap()])
+            .collect();
+        patterns.push(pattern);
+    }
+    let texts = [
+        String::new(),
+        "a".repeat(MAX_MATCHED_CHARS),
+        format!("{}b", "a".repeat(MAX_MATCHED_CHARS - 1)),
+        "ab".repeat(MAX_MATCHED_CHARS / 2),
+    ];
+    let mut most = 0usize;
+    for pattern in &patterns {
+        let p = pattern.chars().count();
+        for text in &texts {
+            let (_, steps) = glob_counted(pattern, text);
+            let t = text.chars().count();
+            assert!(steps <= (p + 1) * (t + 1), "{steps} steps: {pattern:?} {t}");
+            most = most.max(steps);
+        }
+        // A text of the item cap's size costs nothing: it is not matched.
+        let long = "a".repeat(1 << 20);
+        assert_eq!(glob_counted(pattern, &long), (false, 0), "{pattern:?}");
+        let long = "ü".repeat(MAX_MATCHED_CHARS + 1);
+        assert_eq!(glob_counted(pattern, &long).1, 0, "characters are counted");
+    }
+    assert!(
+        most <= (MAX_PATTERN_BYTES + 1) * (MAX_MATCHED_CHARS + 1),
+        "{most}"
+    );
+    // The bound is not loose: a bad pattern does take quadratic steps on a text it may match.
+    assert!(glob_counted(&worst, &texts[1]).1 > MAX_MATCHED_CHARS * 50);
+    // 253 characters of a two-byte letter still match.
+    assert!(glob("*", &"ü".repeat(MAX_MATCHED_CHARS)));
+}
