@@ -325,8 +325,8 @@ pub fn apply(
     let mut timed = Vec::new();
     let patterns = !policy.include.is_empty() || !policy.exclude.is_empty();
     for item in items {
-        let long = !matchable(&item.name)
-            || item.spec.version.as_deref().is_some_and(|v| !matchable(v));
+        let long =
+            !matchable(&item.name) || item.spec.version.as_deref().is_some_and(|v| !matchable(v));
         if patterns && long {
             out.unmatched.insert(item.name.clone());
         }

@@ -219,7 +219,9 @@ fn a_policy_names_the_versions_too_long_for_its_patterns() {
     policy::write_text(&mut out, "c.json", &r).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(
-        text.contains("  held back: b (include)\n  not matched: b (its name or version is over 253 characters"),
+        text.contains(
+            "  held back: b (include)\n  not matched: b (its name or version is over 253 characters"
+        ),
         "{text}"
     );
 }

@@ -162,7 +162,10 @@ async fn a_peer_with_300_idle_connections_leaves_a_registrys_pushes_served() {
     let mut last = connect_from("127.0.0.2", addr).await;
     let mut rest = Vec::new();
     let read = tokio::time::timeout(PATIENCE, last.read_to_end(&mut rest)).await;
-    assert!(read.is_ok(), "a connection past the peer's share is refused");
+    assert!(
+        read.is_ok(),
+        "a connection past the peer's share is refused"
+    );
     // A registry sends several notifications at once, more than the reserve gives one peer.
     let body = r#"{"events": []}"#;
     let head = format!(
