@@ -76,11 +76,11 @@ struct Server {
     task: JoinHandle<io::Result<()>>,
 }
 
-async fn start(limits: Limits, probe_paths: &'static [&'static str]) -> Server {
+async fn start(limits: Limits, reserved_paths: &'static [&'static str]) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, app(), probe_paths, limits, async move {
+    let task = tokio::spawn(serve(listener, app(), reserved_paths, limits, async move {
         let _ = stopped.await;
     }));
     Server { addr, stop, task }
