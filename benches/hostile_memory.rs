@@ -100,10 +100,20 @@ async fn slowloris(address: std::net::SocketAddr) -> usize {
         }
         v
     });
-    let tasks = (0..SLOWLORIS).map(|_| {
+    // From 32 loopback addresses (all of 127/8 is loopback on Linux): one address holds
+    // at most its share of the cap, and the attack wants the whole cap full.
+    let tasks = (0..SLOWLORIS).map(|i| {
         let pad = pad.clone();
         tokio::spawn(async move {
-            let Ok(mut s) = tokio::net::TcpStream::connect(address).await else {
+            let from = std::net::SocketAddr::from(([127, 0, 0, 2 + (i % 32) as u8], 0));
+            let connected = match tokio::net::TcpSocket::new_v4() {
+                Ok(socket) => match socket.bind(from) {
+                    Ok(()) => socket.connect(address).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            };
+            let Ok(mut s) = connected else {
                 return true;
             };
             if s.write_all(&pad).await.is_err() {

@@ -8,21 +8,27 @@
 //! | [`HEADER_READ_TIMEOUT`] | 10 s | a request head sent slowly (slowloris), and a kept-alive connection left idle: hyper runs one timer from the moment a connection waits for a request, first or next |
 //! | [`MAX_HEAD_BYTES`] | 32 KiB | a request head too big to be one (answered 431 and closed, never buffered further) |
 //! | [`MAX_CONNECTIONS`] | 256 | more connections than that: accepted and closed at once, never queued |
+//! | [`MAX_CONNECTIONS_PER_PEER`] | 32 | one peer address holding the whole cap (a pod with 300 idle connections shutting out every scrape or push) |
 //! | [`REQUEST_TIMEOUT`] | 30 s | a handler or a request body that stalls (answered 503 and closed) |
 //! | [`WRITE_STALL_TIMEOUT`] | 30 s | a peer that stops reading its answer (the connection is closed) |
-//! | [`PROBE_CONNECTIONS`] | 16, 2 per peer address | the probes starved by the cap (below) |
+//! | [`RESERVED_CONNECTIONS`] | 16, 2 per peer address | the probes (or the webhook's pushes) starved by the cap (below) |
 //! | `linger::LINGER` | 2 s, 4 MiB, 250 ms quiet | after a 413, the peer's unsent body: read and dropped, so that the close is not a reset that loses the answer; the slot is held meanwhile |
 //!
-//! **The probes under the cap.** A kubelet restarts the operator when `/healthz` fails
+//! **One peer's share.** A peer address holds at most [`MAX_CONNECTIONS_PER_PEER`] of the
+//! general slots, so filling the cap takes 8 addresses, not one pod. Behind a proxy or a
+//! source NAT every client is the proxy's address: the share is that address's.
+//!
+//! **The reserve under the cap.** A kubelet restarts the operator when `/healthz` fails
 //! `failureThreshold` times in a row, so a peer that fills the connection cap must not also
-//! fail the probes. When the cap is full, a connection may still take one of a few
-//! reserved slots, at most [`PROBE_CONNECTIONS_PER_PEER`] per peer address (one pod filling
-//! the reserve leaves the kubelet, which probes from its node's address, its own). A
-//! reserved slot serves one request, only a probe path (anything else is 503), and waits
-//! [`PROBE_HEADER_READ_TIMEOUT`] for its head: a kubelet sends its request at once. Peers
-//! that fill the reserve from as many addresses as it has slots can still make a probe
-//! race for a slot; a NetworkPolicy that admits only the scraper and the node to the port
-//! is the bound for that.
+//! fail the probes; nor should it shut out a registry's pushes. When the cap (or the
+//! peer's share of it) is full, a connection may still take one of a few reserved slots, at
+//! most [`RESERVED_PER_PEER`] per peer address (one pod filling the reserve leaves the
+//! kubelet, which probes from its node's address, or the registry, their own). A reserved
+//! slot serves one request, only a reserved path (the probes; the webhook's path; anything
+//! else is 503), and waits [`RESERVED_HEADER_READ_TIMEOUT`] for its head: a kubelet or a
+//! registry sends its request at once. Peers that fill the cap and the reserve from 16 or
+//! more addresses can still make a probe race for a slot; a NetworkPolicy that admits only
+//! the scraper, the registry and the node to the ports is the bound for that.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -54,22 +60,26 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request head read (hyper's read buffer). Real requests are under 8 KiB (a
 /// service account token is about 1 KiB); `/metrics` refuses a token over 8 KiB anyway.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
-/// Connections open at once, probes' reserve apart. Prometheus holds one or two; the
+/// Connections open at once, the reserve apart. Prometheus holds one or two; the
 /// rest is headroom for retries and several scrapers.
 const MAX_CONNECTIONS: usize = 256;
+/// Of [`MAX_CONNECTIONS`], the most one peer address holds: a scraper holds one or two, a
+/// registry sends a few notifications at once (the webhook handles one at a time anyway).
+const MAX_CONNECTIONS_PER_PEER: usize = 32;
 /// The longest a request takes from its head to its answer, body included: the webhook's
 /// LIST and patches take seconds; more is a stall (the answer is 503, which a registry
 /// retries).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest a write of an answer may wait for the peer to read.
 const WRITE_STALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Slots kept for the probes once [`MAX_CONNECTIONS`] are open.
-const PROBE_CONNECTIONS: usize = 16;
+/// Slots kept for the reserved paths (the probes, the webhook's pushes) once
+/// [`MAX_CONNECTIONS`] are open, or the peer's share of them.
+const RESERVED_CONNECTIONS: usize = 16;
 /// Reserved slots one peer address may hold at once (a kubelet's liveness and readiness
 /// probes may overlap).
-const PROBE_CONNECTIONS_PER_PEER: usize = 2;
+const RESERVED_PER_PEER: usize = 2;
 /// How long a reserved slot waits for its request head.
-const PROBE_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
+const RESERVED_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// hyper refuses a smaller read buffer (it panics): the floor of [`Limits::max_head`].
 const MIN_HEAD_BYTES: usize = 8 * 1024;
@@ -82,11 +92,12 @@ pub struct Limits {
     pub header_read: Duration,
     pub max_head: usize,
     pub max_connections: usize,
+    pub max_connections_per_peer: usize,
     pub request: Duration,
     pub write_stall: Duration,
-    pub probe_connections: usize,
-    pub probe_connections_per_peer: usize,
-    pub probe_header_read: Duration,
+    pub reserved_connections: usize,
+    pub reserved_per_peer: usize,
+    pub reserved_header_read: Duration,
 }
 
 impl Default for Limits {
@@ -95,36 +106,33 @@ impl Default for Limits {
             header_read: HEADER_READ_TIMEOUT,
             max_head: MAX_HEAD_BYTES,
             max_connections: MAX_CONNECTIONS,
+            max_connections_per_peer: MAX_CONNECTIONS_PER_PEER,
             request: REQUEST_TIMEOUT,
             write_stall: WRITE_STALL_TIMEOUT,
-            probe_connections: PROBE_CONNECTIONS,
-            probe_connections_per_peer: PROBE_CONNECTIONS_PER_PEER,
-            probe_header_read: PROBE_HEADER_READ_TIMEOUT,
+            reserved_connections: RESERVED_CONNECTIONS,
+            reserved_per_peer: RESERVED_PER_PEER,
+            reserved_header_read: RESERVED_HEADER_READ_TIMEOUT,
         }
     }
 }
 
 /// Serves `app` on `listener` within `limits` until `shutdown` resolves, then lets the
 /// open connections finish their requests (each within the limits) and returns.
-/// `probe_paths` are the paths the reserved slots serve; none: no reserve.
+/// `reserved_paths` are the paths the reserved slots serve; none: no reserve.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    probe_paths: &'static [&'static str],
+    reserved_paths: &'static [&'static str],
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    let probe_slots = if probe_paths.is_empty() {
+    let reserved_slots = if reserved_paths.is_empty() {
         0
     } else {
-        limits.probe_connections
+        limits.reserved_connections
     };
-    let general = Pool::new(limits.max_connections);
-    let reserve = Arc::new(Reserve {
-        pool: Pool::new(probe_slots),
-        per_peer: limits.probe_connections_per_peer,
-        held: Mutex::new(HashMap::new()),
-    });
+    let general = Share::new(limits.max_connections, limits.max_connections_per_peer);
+    let reserve = Share::new(reserved_slots, limits.reserved_per_peer);
     let limits = Arc::new(limits);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
@@ -141,19 +149,19 @@ pub async fn serve(
                 }
             },
         };
-        let slot = match general.take() {
-            Some(permit) => Slot {
-                _general: Some(permit),
-                reserved: None,
+        let slot = match general.take(peer.ip()) {
+            Some(held) => Slot {
+                _held: held,
+                reserved: false,
             },
             None => match reserve.take(peer.ip()) {
                 Some(held) => Slot {
-                    _general: None,
-                    reserved: Some(held),
+                    _held: held,
+                    reserved: true,
                 },
                 None => {
                     // Refused, not queued: dropping the stream closes it at once.
-                    debug!(%peer, "connection refused: the connection cap is reached");
+                    debug!(%peer, "connection refused: the connection cap or the peer's share of it is reached");
                     continue;
                 }
             },
@@ -161,7 +169,7 @@ pub async fn serve(
         let connection = Connection {
             app: app.clone(),
             limits: limits.clone(),
-            probe_paths,
+            reserved_paths,
             stop: stop_rx.clone(),
         };
         tokio::spawn(connection.run(stream, peer, slot));
@@ -169,7 +177,7 @@ pub async fn serve(
     // No new connection from here on; the open ones finish their request and close.
     drop(listener);
     let _ = stop_tx.send(true);
-    general.drained().await;
+    general.pool.drained().await;
     reserve.pool.drained().await;
     Ok(())
 }
@@ -199,40 +207,50 @@ impl Pool {
     }
 }
 
-/// The probes' reserved slots, and who holds them.
-struct Reserve {
+/// Slots of one kind (general or reserved): a pool, of which one peer address holds at
+/// most `per_peer`. The map holds the addresses with a slot open, no more.
+struct Share {
     pool: Pool,
     per_peer: usize,
     held: Mutex<HashMap<IpAddr, usize>>,
 }
 
-impl Reserve {
-    fn take(self: &Arc<Self>, peer: IpAddr) -> Option<ReservedSlot> {
+impl Share {
+    fn new(size: usize, per_peer: usize) -> Arc<Self> {
+        Arc::new(Share {
+            pool: Pool::new(size),
+            per_peer,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn take(self: &Arc<Self>, peer: IpAddr) -> Option<Held> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.entry(peer).or_insert(0);
-        if *count >= self.per_peer {
+        let count = held.get(&peer).copied().unwrap_or(0);
+        if count >= self.per_peer {
             return None;
         }
         let permit = self.pool.take()?;
-        *count = count.saturating_add(1);
-        Some(ReservedSlot {
-            reserve: self.clone(),
+        held.insert(peer, count.saturating_add(1));
+        Some(Held {
+            share: self.clone(),
             peer,
             _permit: permit,
         })
     }
 }
 
-struct ReservedSlot {
-    reserve: Arc<Reserve>,
+/// A slot of a [`Share`], given back (and counted off its peer) when dropped.
+struct Held {
+    share: Arc<Share>,
     peer: IpAddr,
     _permit: OwnedSemaphorePermit,
 }
 
-impl Drop for ReservedSlot {
+impl Drop for Held {
     fn drop(&mut self) {
         let mut held = self
-            .reserve
+            .share
             .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
@@ -245,26 +263,26 @@ impl Drop for ReservedSlot {
     }
 }
 
-/// What a connection holds while it is open: one of the two.
+/// What a connection holds while it is open: a general slot or a reserved one.
 struct Slot {
-    _general: Option<OwnedSemaphorePermit>,
-    reserved: Option<ReservedSlot>,
+    _held: Held,
+    reserved: bool,
 }
 
 struct Connection {
     app: Router,
     limits: Arc<Limits>,
-    probe_paths: &'static [&'static str],
+    reserved_paths: &'static [&'static str],
     stop: watch::Receiver<bool>,
 }
 
 impl Connection {
     async fn run(mut self, stream: TcpStream, peer: SocketAddr, slot: Slot) {
-        let reserved = slot.reserved.is_some();
+        let reserved = slot.reserved;
         let mut http = http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(if reserved {
-                self.limits.probe_header_read
+                self.limits.reserved_header_read
             } else {
                 self.limits.header_read
             })
@@ -273,7 +291,7 @@ impl Connection {
             .keep_alive(!reserved);
         let app = self.app.clone();
         let request_timeout = self.limits.request;
-        let only = reserved.then_some(self.probe_paths);
+        let only = reserved.then_some(self.reserved_paths);
         // Set when an answer went out before its request body was read whole (a 413).
         let unread = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = Arc::clone(&unread);

@@ -27,11 +27,12 @@ fn quick() -> Limits {
         header_read: Duration::from_millis(300),
         max_head: MIN_HEAD_BYTES,
         max_connections: 8,
+        max_connections_per_peer: 8,
         request: Duration::from_millis(300),
         write_stall: Duration::from_millis(300),
-        probe_connections: 0,
-        probe_connections_per_peer: 0,
-        probe_header_read: Duration::from_millis(300),
+        reserved_connections: 0,
+        reserved_per_peer: 0,
+        reserved_header_read: Duration::from_millis(300),
     }
 }
 
@@ -75,11 +76,11 @@ struct Server {
     task: JoinHandle<io::Result<()>>,
 }
 
-async fn start(limits: Limits, probe_paths: &'static [&'static str]) -> Server {
+async fn start(limits: Limits, reserved_paths: &'static [&'static str]) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, app(), probe_paths, limits, async move {
+    let task = tokio::spawn(serve(listener, app(), reserved_paths, limits, async move {
         let _ = stopped.await;
     }));
     Server { addr, stop, task }
@@ -246,9 +247,10 @@ async fn the_probes_keep_a_reserve_that_one_peer_cannot_fill() {
     let limits = Limits {
         header_read: Duration::from_secs(5),
         max_connections: 4,
-        probe_connections: 4,
-        probe_connections_per_peer: 2,
-        probe_header_read: Duration::from_secs(5),
+        max_connections_per_peer: 4,
+        reserved_connections: 4,
+        reserved_per_peer: 2,
+        reserved_header_read: Duration::from_secs(5),
         ..quick()
     };
     let server = start(limits, PROBES).await;
@@ -271,6 +273,30 @@ async fn the_probes_keep_a_reserve_that_one_peer_cannot_fill() {
     let (status, answer) = request("127.0.0.1", server.addr, "/metrics").await;
     assert_eq!(status, Some(503), "{answer}");
     assert!(answer.contains("too many connections"), "{answer}");
+}
+
+#[tokio::test]
+async fn one_peer_holds_at_most_its_share_and_another_peer_is_served() {
+    let limits = Limits {
+        header_read: Duration::from_secs(30),
+        max_connections_per_peer: 3,
+        ..quick()
+    };
+    let share = limits.max_connections_per_peer;
+    let server = start(limits, &[]).await;
+    let mut held = Vec::new();
+    for _ in 0..share {
+        held.push(slowloris("127.0.0.2", server.addr).await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Past its share the peer is refused (closed without an answer), though the cap of 8
+    // is not full; the connections it holds stay open.
+    let (status, answer) = request("127.0.0.2", server.addr, "/healthz").await;
+    assert_eq!(status, None, "refused: {answer}");
+    // Another address is served.
+    let (status, answer) = request("127.0.0.3", server.addr, "/healthz").await;
+    assert_eq!(status, Some(200), "{answer}");
+    drop(held);
 }
 
 #[tokio::test]

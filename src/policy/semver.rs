@@ -24,8 +24,13 @@ enum Ident {
 
 impl Version {
     /// `[v]MAJOR[.MINOR[.PATCH]][-PRE][+BUILD]` (a missing number is 0: channels write
-    /// `v2`); `None` for anything else.
+    /// `v2`); `None` for anything else, and for a text over
+    /// [`super::MAX_MATCHED_CHARS`] characters (no real version is that long; the bound
+    /// keeps a sort's many parses cheap whatever the data).
     pub fn parse(text: &str) -> Option<Version> {
+        if !super::matchable(text) {
+            return None;
+        }
         Version::bound(text).map(|(v, _)| v)
     }
 

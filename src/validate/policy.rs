@@ -66,6 +66,9 @@ pub struct PolicyReport {
     pub held_back: BTreeMap<String, i64>,
     /// Each version held back, with the rule (in the data's order).
     pub held: Vec<Held>,
+    /// Versions whose name or `spec.version` is too long for any pattern to match (in the
+    /// data's order; only when the policy has `include` or `exclude`).
+    pub unmatched: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -88,11 +91,17 @@ pub fn report(policy: &Policy, data: &[u8]) -> Option<PolicyReport> {
             })
         })
         .collect();
+    let unmatched = items
+        .iter()
+        .filter(|i| applied.unmatched.contains(&i.name))
+        .map(|i| i.name.clone())
+        .collect();
     Some(PolicyReport {
         published: applied.published.len(),
         latest: applied.latest.clone(),
         held_back: applied.counts(),
         held,
+        unmatched,
     })
 }
 
@@ -120,11 +129,24 @@ pub fn write_text(out: &mut impl Write, file: &str, r: &PolicyReport) -> std::io
     for h in r.held.iter().take(NAMED) {
         writeln!(out, "  held back: {} ({})", h.name, h.rule)?;
     }
-    if r.held.len() > NAMED {
+    more(out, r.held.len())?;
+    for name in r.unmatched.iter().take(NAMED) {
+        writeln!(
+            out,
+            "  not matched: {name} (its name or version is over {} characters; no pattern matches it)",
+            policy::MAX_MATCHED_CHARS
+        )?;
+    }
+    more(out, r.unmatched.len())
+}
+
+/// The line after the first [`NAMED`] of `listed`, if there were more.
+fn more(out: &mut impl Write, listed: usize) -> std::io::Result<()> {
+    if listed > NAMED {
         writeln!(
             out,
             "  ... and {} more (--format json lists all)",
-            r.held.len().saturating_sub(NAMED)
+            listed.saturating_sub(NAMED)
         )?;
     }
     Ok(())

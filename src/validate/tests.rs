@@ -203,3 +203,25 @@ fn a_policy_reports_what_it_would_publish_and_hold_back() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_policy_names_the_versions_too_long_for_its_patterns() {
+    let long = format!("1.0.0-{}", "a".repeat(300));
+    let data = format!(
+        r#"[{{"metadata":{{"name":"a"}},"spec":{{"version":"1.0.0","type":"container","metadata":{{"upgradeImage":"r/a"}}}}}},
+            {{"metadata":{{"name":"b"}},"spec":{{"version":"{long}","type":"container","metadata":{{"upgradeImage":"r/b"}}}}}}]"#
+    );
+    let spec = serde_json::from_value(serde_json::json!({"include": ["1.0.0*"]})).unwrap();
+    let p = crate::policy::Policy::compile(&spec).unwrap();
+    let r = policy::report(&p, data.as_bytes()).unwrap();
+    assert_eq!(r.unmatched, ["b"]);
+    let mut out = Vec::new();
+    policy::write_text(&mut out, "c.json", &r).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains(
+            "  held back: b (include)\n  not matched: b (its name or version is over 253 characters"
+        ),
+        "{text}"
+    );
+}

@@ -75,16 +75,19 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     info!(%addr, path = PATH, "serving the registry webhook");
-    // No probe is sent to this port: no reserve.
     crate::http_server::serve(
         listener,
         router(hook),
-        &[],
+        RESERVED,
         crate::http_server::Limits::default(),
         shutdown,
     )
     .await
 }
+
+/// Served from the reserved connections too: with the cap full, a registry's push (one
+/// request, sent at once) still finds a slot, as the kubelet's probes do on the metrics port.
+const RESERVED: &[&str] = &[PATH];
 
 fn router(hook: Arc<Hook>) -> Router {
     Router::new().route(PATH, post(handle)).with_state(hook)

@@ -25,6 +25,10 @@ fn limits() -> Limits {
 
 /// A webhook on 127.0.0.1 whose token file holds [`TOKEN`].
 async fn start(name: &str) -> (SocketAddr, Arc<Metrics>) {
+    start_with(name, limits()).await
+}
+
+async fn start_with(name: &str, limits: Limits) -> (SocketAddr, Arc<Metrics>) {
     let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     // The handle is dropped: a request to the fake API server would fail, and none is made.
     let client = Client::new(service, "default");
@@ -39,8 +43,8 @@ async fn start(name: &str) -> (SocketAddr, Arc<Metrics>) {
     tokio::spawn(http_server::serve(
         listener,
         router(hook),
-        &[],
-        limits(),
+        RESERVED,
+        limits,
         std::future::pending(),
     ));
     (addr, metrics)
@@ -129,4 +133,65 @@ async fn an_authorised_body_is_read_and_one_over_1_mib_is_413() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     send.abort();
+}
+
+/// A connection from `from` (a loopback address: all of 127/8 is loopback on Linux).
+async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_peer_with_300_idle_connections_leaves_a_registrys_pushes_served() {
+    let (addr, metrics) = start_with(
+        "idle",
+        Limits {
+            // The idle connections outlive the test.
+            header_read: Duration::from_secs(120),
+            ..limits()
+        },
+    )
+    .await;
+    // One pod opens 300 connections and sends nothing: more than the whole cap of 256.
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(connect_from("127.0.0.2", addr).await);
+    }
+    // Its last connection has been through the accept loop once it is closed (refused).
+    let mut last = connect_from("127.0.0.2", addr).await;
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, last.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "a connection past the peer's share is refused"
+    );
+    // A registry sends several notifications at once, more than the reserve gives one peer.
+    let body = r#"{"events": []}"#;
+    let head = format!(
+        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut pushes = Vec::new();
+    for _ in 0..4 {
+        let mut stream = connect_from("127.0.0.3", addr).await;
+        // (a refused connection may be closed already)
+        let _ = stream.write_all(head.as_bytes()).await;
+        pushes.push(stream);
+    }
+    for mut stream in pushes {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+        assert!(read.is_ok(), "answered and closed");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+    }
+    assert!(
+        metrics
+            .encode()
+            .contains("webhook_requests_total{result=\"accepted\"} 4"),
+        "{}",
+        metrics.encode()
+    );
+    drop(idle);
 }
