@@ -347,7 +347,10 @@ mod tests {
         let p = &v["properties"];
         assert_eq!(p["keep"], json!({"type": "integer", "minimum": 1.0}));
         assert!(p["list"]["items"].get("format").is_none(), "{v}");
-        assert!(p["map"]["additionalProperties"].get("format").is_none(), "{v}");
+        assert!(
+            p["map"]["additionalProperties"].get("format").is_none(),
+            "{v}"
+        );
         assert!(p["any"]["anyOf"][0].get("format").is_none(), "{v}");
         assert_eq!(p["any"]["anyOf"][1]["format"], "date-time");
         assert_eq!(p["format"]["format"], "int64");

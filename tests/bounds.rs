@@ -368,12 +368,15 @@ async fn an_unknown_option_key_or_an_option_of_another_type_is_refused_at_kubect
     spec["upgradeContainer"] = json!({"envs": vars, "env": vars});
     let err = kubectl_apply(&t, &channel_object("both-envs", spec)).unwrap_err();
     assert!(
-        err.contains("spec.upgradeContainer has both `envs` and `env`, its old spelling: give only `envs`"),
+        err.contains(
+            "spec.upgradeContainer has both `envs` and `env`, its old spelling: give only `envs`"
+        ),
         "{err}"
     );
     for (name, key) in [("envs", "envs"), ("old-env", "env")] {
         let mut spec = synced_spec();
-        spec["upgradeContainer"] = json!({key: vars, "volumes": [{"name": "h", "source": "/", "destination": "/host"}]});
+        spec["upgradeContainer"] =
+            json!({key: vars, "volumes": [{"name": "h", "source": "/", "destination": "/host"}]});
         kubectl_apply(&t, &channel_object(name, spec.clone())).unwrap();
         // Stored as given: nothing pruned.
         let stored = t.channels().get(name).await.unwrap();

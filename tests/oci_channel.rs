@@ -634,7 +634,9 @@ async fn an_upgrade_container_with_envs_and_volumes_syncs_and_env_becomes_envs()
     let mut t = TestNs::new("oci-envs").await;
     let ns = t.ns.clone();
     let read = |name: &str| -> Value {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(name);
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/corpus")
+            .join(name);
         serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
     };
     let elemental = read("valid-elemental-upgrade-container.json");

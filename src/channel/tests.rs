@@ -389,6 +389,9 @@ fn the_old_env_of_an_upgrade_container_is_a_warning_and_becomes_envs() {
     // Both: one error, no warning.
     let errs = errors(&with(r#"{"envs":[],"env":[{"name":"A"}]}"#));
     assert_eq!(errs.len(), 1, "{errs:?}");
-    assert!(errs[0].starts_with("[0].spec.upgradeContainer@"), "{errs:?}");
+    assert!(
+        errs[0].starts_with("[0].spec.upgradeContainer@"),
+        "{errs:?}"
+    );
     assert!(errs[0].contains("give only `envs`"), "{errs:?}");
 }

@@ -197,8 +197,8 @@ fn upgrade_container_in_both_crds_is_the_suc_container_spec_plus_the_old_env() {
     let volume_fields = super::suc::volume_fields();
     for crd in crds() {
         let crd = serde_json::to_value(&crd).unwrap();
-        let container = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-            ["spec"]["properties"]["upgradeContainer"];
+        let container = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["upgradeContainer"];
         let props = container["properties"].as_object().unwrap();
         assert_eq!(
             sorted(props.keys().map(String::as_str)),
@@ -236,7 +236,10 @@ fn the_old_spelling_env_is_read_and_written_as_envs() {
         {"name": "FROM", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]);
     let old = container(json!({"image": "u", "env": vars.clone()}));
     let typed = typed_upgrade_container(&old).unwrap();
-    assert_eq!(Value::Object(typed), json!({"image": "u", "envs": vars.clone()}));
+    assert_eq!(
+        Value::Object(typed),
+        json!({"image": "u", "envs": vars.clone()})
+    );
     // `envs` as it is; `env: null` is no value at all.
     let new = container(json!({"envs": vars.clone(), "env": null}));
     assert_eq!(

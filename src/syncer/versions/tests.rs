@@ -418,7 +418,8 @@ fn a_suc_plan_built_from_a_synced_version_takes_its_upgrade_container_as_it_is()
             "metadata": {"name": "os-upgrade", "namespace": "cattle-system"},
             "spec": {"concurrency": 1, "version": v.spec.version, "upgrade": container},
         });
-        let read: suc::Plan = serde_json::from_value(plan).unwrap_or_else(|e| panic!("{env_key}: {e}"));
+        let read: suc::Plan =
+            serde_json::from_value(plan).unwrap_or_else(|e| panic!("{env_key}: {e}"));
         let upgrade = &read.spec.upgrade;
         assert_eq!(
             upgrade
@@ -438,7 +439,11 @@ fn a_suc_plan_built_from_a_synced_version_takes_its_upgrade_container_as_it_is()
             }]
         );
         // Written back with SUC's names, the Plan's container is the version's.
-        assert_eq!(serde_json::to_value(upgrade).unwrap(), container, "{env_key}");
+        assert_eq!(
+            serde_json::to_value(upgrade).unwrap(),
+            container,
+            "{env_key}"
+        );
     }
 }
 
