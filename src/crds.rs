@@ -4,7 +4,8 @@
 //! [`check_crd`], so that an operator never works silently on a CRD of another release.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionSpec,
+    CustomResourceDefinition, CustomResourceDefinitionSpec, JSONSchemaProps,
+    JSONSchemaPropsOrArray, JSONSchemaPropsOrBool, JSONSchemaPropsOrStringArray,
 };
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -30,6 +31,15 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     [channel, ManagedOSVersion::crd()]
         .into_iter()
         .map(|mut crd| {
+            for version in &mut crd.spec.versions {
+                if let Some(root) = version
+                    .schema
+                    .as_mut()
+                    .and_then(|s| s.open_api_v3_schema.as_mut())
+                {
+                    strip_unknown_formats(root);
+                }
+            }
             let hash = schema_hash(&crd.spec);
             crd.metadata
                 .annotations
@@ -38,6 +48,105 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
             crd
         })
         .collect()
+}
+
+/// String formats that every Kubernetes release since 1.0 knows, as the API server compares
+/// them (without `-`, so `date-time` is `datetime`).
+const STRING_FORMATS: [&str; 24] = [
+    "bsonobjectid",
+    "uri",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "cidr",
+    "mac",
+    "uuid",
+    "uuid3",
+    "uuid4",
+    "uuid5",
+    "isbn",
+    "isbn10",
+    "isbn13",
+    "creditcard",
+    "ssn",
+    "hexcolor",
+    "rgbcolor",
+    "byte",
+    "password",
+    "date",
+    "duration",
+    "datetime",
+];
+
+/// Whether the API server knows `format` on a schema of type `type_`: integers know `int32`
+/// and `int64`, numbers `float` and `double`, strings (and untyped schemas) the
+/// [`STRING_FORMATS`], other types none. It ignores any other format, and warns
+/// `unrecognized format` at every apply of the CRD.
+pub fn known_format(type_: Option<&str>, format: &str) -> bool {
+    match type_ {
+        None | Some("string") => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
+        Some("integer") => matches!(format, "int32" | "int64"),
+        Some("number") => matches!(format, "float" | "double"),
+        Some(_) => false,
+    }
+}
+
+/// Drops every format the API server does not know from `schema` and below (schemars
+/// writes `uint32`, `uint64`, `uint8`, ... for unsigned integers; their `minimum` stays).
+fn strip_unknown_formats(schema: &mut JSONSchemaProps) {
+    if schema
+        .format
+        .as_deref()
+        .is_some_and(|f| !known_format(schema.type_.as_deref(), f))
+    {
+        schema.format = None;
+    }
+    for child in subschemas(schema) {
+        strip_unknown_formats(child);
+    }
+}
+
+/// The schemas directly below `schema`, wherever a schema may nest one.
+fn subschemas(schema: &mut JSONSchemaProps) -> Vec<&mut JSONSchemaProps> {
+    let JSONSchemaProps {
+        properties,
+        pattern_properties,
+        definitions,
+        all_of,
+        any_of,
+        one_of,
+        not,
+        items,
+        additional_items,
+        additional_properties,
+        dependencies,
+        ..
+    } = schema;
+    let mut out: Vec<&mut JSONSchemaProps> = Vec::new();
+    for map in [properties, pattern_properties, definitions] {
+        out.extend(map.iter_mut().flat_map(|m| m.values_mut()));
+    }
+    for list in [all_of, any_of, one_of] {
+        out.extend(list.iter_mut().flatten());
+    }
+    out.extend(not.as_deref_mut());
+    match items {
+        Some(JSONSchemaPropsOrArray::Schema(one)) => out.push(one),
+        Some(JSONSchemaPropsOrArray::Schemas(many)) => out.extend(many.iter_mut()),
+        None => {}
+    }
+    for or_bool in [additional_items, additional_properties] {
+        if let Some(JSONSchemaPropsOrBool::Schema(one)) = or_bool {
+            out.push(one);
+        }
+    }
+    for dependency in dependencies.iter_mut().flat_map(|m| m.values_mut()) {
+        if let JSONSchemaPropsOrStringArray::Schema(one) = dependency {
+            out.push(one);
+        }
+    }
+    out
 }
 
 /// Hex SHA-256 of the canonical JSON of a CRD spec (see [`canonical_json`]). Only the spec
@@ -154,6 +263,97 @@ mod tests {
 
     fn channel_crd() -> CustomResourceDefinition {
         crds().remove(0)
+    }
+
+    /// Every `format` keyword below `v` (a schema as JSON), with the `type` beside it. A
+    /// property named `format` is a schema (an object), never a string, so it is not taken
+    /// for the keyword.
+    fn formats<'a>(v: &'a Value, out: &mut Vec<(Option<&'a str>, &'a str)>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(f)) = m.get("format") {
+                    out.push((m.get("type").and_then(Value::as_str), f));
+                }
+                m.values().for_each(|sub| formats(sub, out));
+            }
+            Value::Array(items) => items.iter().for_each(|sub| formats(sub, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn no_generated_crd_has_a_format_kubernetes_does_not_know() {
+        let mut seen = 0;
+        for crd in crds() {
+            let mut found = Vec::new();
+            let spec = serde_json::to_value(&crd.spec).unwrap();
+            formats(&spec, &mut found);
+            for (type_, format) in &found {
+                assert!(
+                    known_format(*type_, format),
+                    "{}: format {format:?} on type {type_:?}",
+                    crd.spec.names.plural
+                );
+            }
+            seen += found.len();
+        }
+        // The formats Kubernetes knows stay (`int64`, `date-time` of the status).
+        assert!(seen > 10, "{seen}");
+    }
+
+    #[test]
+    fn the_known_formats_are_those_the_api_server_knows() {
+        for (type_, format) in [
+            (Some("integer"), "int32"),
+            (Some("integer"), "int64"),
+            (Some("number"), "double"),
+            (Some("number"), "float"),
+            (Some("string"), "date-time"),
+            (Some("string"), "byte"),
+            (None, "uri"),
+        ] {
+            assert!(known_format(type_, format), "{type_:?} {format}");
+        }
+        for (type_, format) in [
+            (Some("integer"), "uint32"),
+            (Some("integer"), "uint64"),
+            (Some("integer"), "uint"),
+            (Some("integer"), "uint8"),
+            (Some("number"), "int64"),
+            (Some("string"), "int64"),
+            (Some("string"), "semver"),
+            (Some("boolean"), "date"),
+            (Some("object"), "uri"),
+        ] {
+            assert!(!known_format(type_, format), "{type_:?} {format}");
+        }
+    }
+
+    #[test]
+    fn unknown_formats_are_dropped_at_every_level_and_known_ones_kept() {
+        let mut schema: JSONSchemaProps = serde_json::from_value(json!({
+            "type": "object",
+            "properties": {
+                "keep": {"type": "integer", "format": "uint32", "minimum": 1.0},
+                "list": {"type": "array", "items": {"type": "integer", "format": "uint64"}},
+                "map": {"type": "object", "additionalProperties": {"type": "number", "format": "uint"}},
+                "any": {"anyOf": [{"type": "integer", "format": "uint16"}, {"type": "string", "format": "date-time"}]},
+                "format": {"type": "integer", "format": "int64"}
+            }
+        }))
+        .unwrap();
+        strip_unknown_formats(&mut schema);
+        let v = serde_json::to_value(&schema).unwrap();
+        let p = &v["properties"];
+        assert_eq!(p["keep"], json!({"type": "integer", "minimum": 1.0}));
+        assert!(p["list"]["items"].get("format").is_none(), "{v}");
+        assert!(
+            p["map"]["additionalProperties"].get("format").is_none(),
+            "{v}"
+        );
+        assert!(p["any"]["anyOf"][0].get("format").is_none(), "{v}");
+        assert_eq!(p["any"]["anyOf"][1]["format"], "date-time");
+        assert_eq!(p["format"]["format"], "int64");
     }
 
     #[test]

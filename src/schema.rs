@@ -107,8 +107,10 @@ struct ChannelOptions {
     platform: Option<String>,
 }
 
-/// `upgradeContainer`: the container a version's upgrade runs (the system-upgrade-controller
-/// container spec), copied from the channel into every version.
+/// `upgradeContainer`: the container a version's upgrade runs, copied from the channel into
+/// every version. It is the system-upgrade-controller's `ContainerSpec` (a Plan's
+/// `spec.upgrade`) field for field, with its JSON names (`envs`, not `env`), so a Plan built
+/// from a version takes it as it is; [`OLD_ENV`] is the one addition.
 #[derive(Default, Deserialize, Serialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 struct UpgradeContainer {
@@ -124,7 +126,13 @@ struct UpgradeContainer {
     #[schemars(length(max = 256), inner(length(max = 65536)))]
     #[serde(skip_serializing_if = "Option::is_none")]
     args: Option<Vec<String>>,
-    /// The container's environment, as in a Kubernetes container.
+    /// The container's environment variables, as in a Kubernetes container's `env` (the
+    /// system-upgrade-controller spells this field `envs`).
+    #[schemars(length(max = 256))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    envs: Option<Vec<EnvVar>>,
+    /// The old spelling of `envs`, still accepted: the operator writes it as `envs`. Not
+    /// together with `envs`.
     #[schemars(length(max = 256))]
     #[serde(skip_serializing_if = "Option::is_none")]
     env: Option<Vec<EnvVar>>,
@@ -139,11 +147,15 @@ struct UpgradeContainer {
     /// The container's security context.
     #[serde(skip_serializing_if = "Option::is_none")]
     security_context: Option<SecurityContext>,
-    /// When the image is pulled: `Always`, `IfNotPresent` or `Never`.
-    #[schemars(schema_with = "pull_policy")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    image_pull_policy: Option<String>,
 }
+
+/// The old spelling of `envs` in an `upgradeContainer`: read as `envs`, never written.
+pub const OLD_ENV: &str = "env";
+/// What `validate` says about [`OLD_ENV`] in channel data.
+pub const OLD_ENV_NOTE: &str =
+    "the old spelling of `envs` (the system-upgrade-controller's name): written as `envs`";
+/// Why an `upgradeContainer` with both spellings is refused (in the CRD's rule too).
+const BOTH_ENVS: &str = "has both `envs` and `env`, its old spelling: give only `envs`";
 
 /// A host path mounted into the upgrade container.
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -215,10 +227,11 @@ fn bound(v: &mut Value) {
     }
 }
 
-/// An `upgradeContainer` (of a channel or of channel data) as its type reads it: keys
-/// below a Kubernetes type that the type lacks are dropped, as the API server prunes them
-/// (so a version the operator writes reads back the same). The error says why it cannot be
-/// used: a field the container lacks, a value of the wrong type, or more than
+/// An `upgradeContainer` (of a channel or of channel data) as its type reads it and as the
+/// operator writes it: keys below a Kubernetes type that the type lacks are dropped, as the
+/// API server prunes them (so a version the operator writes reads back the same), and the
+/// old spelling [`OLD_ENV`] becomes `envs`. The error says why it cannot be used: a field
+/// the container lacks, a value of the wrong type, both spellings of `envs`, or more than
 /// [`MAX_UPGRADE_CONTAINER_BYTES`] serialised.
 pub fn typed_upgrade_container(
     container: &Map<String, Value>,
@@ -230,8 +243,14 @@ pub fn typed_upgrade_container(
             MAX_UPGRADE_CONTAINER_BYTES / 1024
         ));
     }
-    let typed: UpgradeContainer =
+    let mut typed: UpgradeContainer =
         serde_json::from_value(Value::Object(container.clone())).map_err(|e| e.to_string())?;
+    if let Some(old) = typed.env.take() {
+        if typed.envs.is_some() {
+            return Err(BOTH_ENVS.into());
+        }
+        typed.envs = Some(old);
+    }
     match serde_json::to_value(typed) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err("cannot be written back as an object".into()),
@@ -318,7 +337,8 @@ fn spec_rules() -> Vec<ValidationRule> {
 }
 
 /// Adds to the channel CRD what its types cannot carry: the name bound at the root (only
-/// there may a rule read `metadata.name`) and the per-type option rules on `spec`.
+/// there may a rule read `metadata.name`), the per-type option rules on `spec`, and one
+/// spelling of `envs` in `spec.upgradeContainer`.
 pub fn finish_channel_crd(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {
         let Some(root) = version
@@ -339,9 +359,24 @@ pub fn finish_channel_crd(crd: &mut CustomResourceDefinition) {
             spec.x_kubernetes_validations
                 .get_or_insert_with(Vec::new)
                 .extend(spec_rules());
+            // Only on the channel: a version that another writer gave `env` must still
+            // take the operator's `envs` (server-side apply leaves the other's field).
+            if let Some(container) = spec
+                .properties
+                .as_mut()
+                .and_then(|p| p.get_mut("upgradeContainer"))
+            {
+                container.x_kubernetes_validations = Some(vec![ValidationRule {
+                    rule: format!("!(has(self.envs) && has(self.{OLD_ENV}))"),
+                    message: Some(format!("spec.upgradeContainer {BOTH_ENVS}")),
+                    ..ValidationRule::default()
+                }]);
+            }
         }
     }
 }
 
+#[cfg(test)]
+pub(crate) mod suc;
 #[cfg(test)]
 mod tests;

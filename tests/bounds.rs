@@ -354,6 +354,37 @@ async fn an_unknown_option_key_or_an_option_of_another_type_is_refused_at_kubect
         err.contains("unknown field \"spec.upgradeContainer.imagee\""),
         "{err}"
     );
+    // The system-upgrade-controller's container: `imagePullPolicy` is none of its fields;
+    // `envs` and the old `env` are, but not both.
+    let mut spec = synced_spec();
+    spec["upgradeContainer"] = json!({"image": "u", "imagePullPolicy": "Always"});
+    let err = kubectl_apply(&t, &channel_object("pull-policy", spec)).unwrap_err();
+    assert!(
+        err.contains("unknown field \"spec.upgradeContainer.imagePullPolicy\""),
+        "{err}"
+    );
+    let vars = json!([{"name": "FORCE", "value": "true"}]);
+    let mut spec = synced_spec();
+    spec["upgradeContainer"] = json!({"envs": vars, "env": vars});
+    let err = kubectl_apply(&t, &channel_object("both-envs", spec)).unwrap_err();
+    assert!(
+        err.contains(
+            "spec.upgradeContainer has both `envs` and `env`, its old spelling: give only `envs`"
+        ),
+        "{err}"
+    );
+    for (name, key) in [("envs", "envs"), ("old-env", "env")] {
+        let mut spec = synced_spec();
+        spec["upgradeContainer"] =
+            json!({key: vars, "volumes": [{"name": "h", "source": "/", "destination": "/host"}]});
+        kubectl_apply(&t, &channel_object(name, spec.clone())).unwrap();
+        // Stored as given: nothing pruned.
+        let stored = t.channels().get(name).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&stored.spec.upgrade_container).unwrap(),
+            spec["upgradeContainer"]
+        );
+    }
     let json_with_image = json!({"type": "json", "options": {"uri": "https://x", "image": "i"}});
     let err = kubectl_apply(&t, &channel_object("mixed", json_with_image)).unwrap_err();
     assert!(

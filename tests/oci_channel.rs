@@ -623,3 +623,68 @@ async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key
     assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
     t.cleanup().await;
 }
+
+/// An `upgradeContainer` as Elemental's documentation writes one (the
+/// system-upgrade-controller's container: `envs`, host `volumes`), next to one with `env`,
+/// the old spelling, whose version an earlier operator stored with `env`: the sync
+/// succeeds, the first version carries the container as published, the second has its
+/// variables as `envs` and no `env` left, as the API server stored them (nothing pruned).
+#[tokio::test]
+async fn an_upgrade_container_with_envs_and_volumes_syncs_and_env_becomes_envs() {
+    let mut t = TestNs::new("oci-envs").await;
+    let ns = t.ns.clone();
+    let read = |name: &str| -> Value {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/corpus")
+            .join(name);
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    let elemental = read("valid-elemental-upgrade-container.json");
+    let old = read("warn-upgrade-container-old-env.json");
+    let mut data = elemental.as_array().unwrap().clone();
+    data.extend(old.as_array().unwrap().iter().cloned());
+    push_channel(&format!("{ns}/envs"), "1", &Value::Array(data));
+    let image = format!("{}/{ns}/envs:1", registry());
+    let ch = t.create_channel("envs", oci(&image, json!({}))).await;
+    // The version as an operator that wrote `env` applied it (its field manager, owner,
+    // label and a hash of that content), before this operator's first sync.
+    let stored = json!({
+        "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
+        "metadata": {"name": "os-v1", "namespace": ns,
+            "labels": {"rancheros.cattle.io/channel": "envs"},
+            "annotations": {"rancheros.cattle.io/content-hash": "0123456789abcdef"},
+            "ownerReferences": [{"apiVersion": "rancheros.cattle.io/v1",
+                "kind": "ManagedOSVersionChannel", "name": "envs",
+                "uid": ch.uid().unwrap(), "controller": true}]},
+        "spec": old[0]["spec"].clone(),
+    });
+    t.versions_api()
+        .patch(
+            "os-v1",
+            &kube::api::PatchParams::apply(rancheros_operator::api::FIELD_MANAGER),
+            &kube::api::Patch::Apply(&stored),
+        )
+        .await
+        .unwrap();
+    let before = t.versions_api().get("os-v1").await.unwrap();
+    assert!(before.spec.upgrade_container.unwrap().contains_key("env"));
+    start_pulling(&mut t, &FLAGS).await;
+    t.wait_ready("envs", "Synchronized", SYNC).await;
+
+    let versions = t.versions().await;
+    let container = |name: &str| -> Value {
+        let v = versions
+            .iter()
+            .find(|v| v.name_any() == name)
+            .unwrap_or_else(|| panic!("no version {name}"));
+        Value::Object(v.spec.upgrade_container.clone().unwrap())
+    };
+    assert_eq!(versions.len(), 2);
+    let published = &elemental[0]["spec"]["upgradeContainer"];
+    assert_eq!(&container("baremetal-v2.1.1-3.29-os"), published);
+    assert_eq!(
+        container("os-v1"),
+        json!({"envs": old[0]["spec"]["upgradeContainer"]["env"]})
+    );
+    t.cleanup().await;
+}

@@ -12,6 +12,7 @@ use super::checker::Checker;
 use super::names::{dns1123_subdomain_problem, label_value_problem, qualified_name_problem};
 use super::{ChannelVersion, MAX_ANNOTATIONS_BYTES, MAX_DEPTH, MAX_ITEM_BYTES, Segment, key};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionSpec, NO_LONGER_IN_SYNC_ANNOTATION};
+use crate::schema::{OLD_ENV, OLD_ENV_NOTE};
 
 /// Metadata keys a channel item may carry that are copied to the version.
 const KEPT_METADATA: [&str; 3] = ["name", "labels", "annotations"];
@@ -307,9 +308,15 @@ impl Checker {
         // A metadata of the wrong type was reported already: no need to say what it lacks.
         let metadata_reported = self.errors > errors_before_metadata;
         let upgrade_container = object(self, "upgradeContainer", &mut spec).and_then(|c| {
-            crate::schema::typed_upgrade_container(&c)
+            let typed = crate::schema::typed_upgrade_container(&c)
                 .map_err(|why| self.error(at("upgradeContainer"), why))
-                .ok()
+                .ok()?;
+            if c.get(OLD_ENV).is_some_and(|v| !v.is_null()) {
+                let mut p = at("upgradeContainer");
+                p.push(key(OLD_ENV));
+                self.warn(p, OLD_ENV_NOTE.into());
+            }
+            Some(typed)
         });
         let required = match type_.as_str() {
             "container" => Some("upgradeImage"),

@@ -215,7 +215,7 @@ fn positions_inside_arrays_and_after_escaped_keys() {
     let data = indoc! {r#"
         [{"metadata": {"name": "a"}, "spec": {"type": "iso", "metadata": {"uri": "u"}}},
          {"metadata": {"name": "b", "x\"}": 1}, "spec": {"type": "container", "metadata": {"upgradeImage": "i"},
-          "upgradeContainer": {"env": [{"name": "A"}, {"name": "B", "value": "1", "value": "2"}]}}}]
+          "upgradeContainer": {"envs": [{"name": "A"}, {"name": "B", "value": "1", "value": "2"}]}}}]
     "#};
     let report = check(data.as_bytes());
     let found: Vec<_> = report
@@ -226,7 +226,7 @@ fn positions_inside_arrays_and_after_escaped_keys() {
     assert_eq!(
         found,
         [
-            "[1].spec.upgradeContainer.env[1].value@3:84",
+            "[1].spec.upgradeContainer.envs[1].value@3:85",
             r#"[1].metadata["x\"}"]@2:37"#,
         ]
     );
@@ -331,20 +331,29 @@ fn data_nested_deeper_than_32_levels_is_invalid_naming_the_path() {
     assert!(parse(nested_version(120).as_bytes()).is_err());
 }
 
-#[test]
-fn an_upgrade_container_in_the_data_is_typed_and_bounded() {
-    let with = |c: &str| {
-        format!(
-            r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"iso","metadata":{{"uri":"u"}},"upgradeContainer":{c}}}}}]"#
-        )
-    };
-    let errs = errors(&with(r#"{"image":"u","nested":{"a":1}}"#));
+/// One iso version with this `upgradeContainer`.
+fn with_upgrade_container(c: &str) -> String {
+    format!(
+        r#"[{{"metadata":{{"name":"a"}},"spec":{{"type":"iso","metadata":{{"uri":"u"}},"upgradeContainer":{c}}}}}]"#
+    )
+}
+
+/// The one error of a version with this `upgradeContainer`: it must be at the container.
+fn the_upgrade_container_error(c: &str) -> String {
+    let errs = errors(&with_upgrade_container(c));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
         errs[0].starts_with("[0].spec.upgradeContainer@"),
         "{errs:?}"
     );
-    assert!(errs[0].contains("unknown field `nested`"), "{errs:?}");
+    errs[0].clone()
+}
+
+#[test]
+fn an_upgrade_container_in_the_data_is_typed_and_bounded() {
+    let with = with_upgrade_container;
+    let err = the_upgrade_container_error(r#"{"image":"u","nested":{"a":1}}"#);
+    assert!(err.contains("unknown field `nested`"), "{err}");
     let big = with(&format!(r#"{{"args":["{}"]}}"#, "x".repeat(400 * 1024)));
     let errs = errors(&big);
     assert!(errs[0].contains("more than the 64 KiB"), "{errs:?}");
@@ -355,4 +364,34 @@ fn an_upgrade_container_in_the_data_is_typed_and_bounded() {
         Value::Object(ok.versions[0].spec.upgrade_container.clone().unwrap()),
         serde_json::json!({"image": "u", "securityContext": {"privileged": false}})
     );
+}
+
+#[test]
+fn the_old_env_of_an_upgrade_container_is_a_warning_and_becomes_envs() {
+    let with = with_upgrade_container;
+    let report = check(with(r#"{"env":[{"name":"FORCE","value":"true"}]}"#).as_bytes());
+    assert!(report.is_valid(), "{:?}", report.diagnostics);
+    let found: Vec<_> = report
+        .diagnostics
+        .iter()
+        .map(|d| (d.path.as_str(), d.severity, d.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "[0].spec.upgradeContainer.env",
+            Severity::Warning,
+            crate::schema::OLD_ENV_NOTE
+        )]
+    );
+    assert_eq!(
+        Value::Object(report.versions[0].spec.upgrade_container.clone().unwrap()),
+        serde_json::json!({"envs": [{"name": "FORCE", "value": "true"}]})
+    );
+    // `envs` is the name itself: no warning.
+    let report = check(with(r#"{"envs":[{"name":"FORCE","value":"true"}]}"#).as_bytes());
+    assert!(report.diagnostics.is_empty(), "{:?}", report.diagnostics);
+    // Both: one error, no warning.
+    let err = the_upgrade_container_error(r#"{"envs":[],"env":[{"name":"A"}]}"#);
+    assert!(err.contains("give only `envs`"), "{err}");
 }

@@ -139,9 +139,9 @@ fn container(v: Value) -> Map<String, Value> {
 #[test]
 fn an_upgrade_container_is_checked_against_its_type_and_size() {
     let ok = container(json!({"image": "u", "command": ["a"], "args": ["b"],
-        "env": [{"name": "A", "value": "1"}], "envFrom": [{"secretRef": {"name": "s"}}],
+        "envs": [{"name": "A", "value": "1"}], "envFrom": [{"secretRef": {"name": "s"}}],
         "volumes": [{"name": "host", "source": "/", "destination": "/host"}],
-        "securityContext": {"privileged": true}, "imagePullPolicy": "IfNotPresent"}));
+        "securityContext": {"privileged": true}}));
     assert_eq!(typed_upgrade_container(&ok).unwrap(), ok);
     assert_eq!(typed_upgrade_container(&Map::new()).unwrap(), Map::new());
 
@@ -179,4 +179,100 @@ fn a_deep_upgrade_container_loses_what_its_type_lacks() {
         Value::Object(typed),
         json!({"securityContext": {"privileged": false}, "image": "u"})
     );
+}
+
+fn sorted<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = keys.into_iter().collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[test]
+fn upgrade_container_in_both_crds_is_the_suc_container_spec_plus_the_old_env() {
+    // SUC's own names, from its type; `env` is the one addition.
+    let suc = super::suc::container_fields();
+    assert_eq!(suc.len(), 7, "{suc:?}");
+    let mut want: Vec<&str> = suc.iter().map(String::as_str).collect();
+    want.push(OLD_ENV);
+    let volume_fields = super::suc::volume_fields();
+    for crd in crds() {
+        let crd = serde_json::to_value(&crd).unwrap();
+        let container = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["upgradeContainer"];
+        let props = container["properties"].as_object().unwrap();
+        assert_eq!(
+            sorted(props.keys().map(String::as_str)),
+            sorted(want.iter().copied())
+        );
+        let volume = props["volumes"]["items"]["properties"].as_object().unwrap();
+        assert_eq!(
+            sorted(volume.keys().map(String::as_str)),
+            sorted(volume_fields.iter().map(String::as_str))
+        );
+        // Both spellings are the same list of core/v1 EnvVar, with the same bound.
+        assert_eq!(props["envs"]["items"], props["env"]["items"]);
+        assert_eq!(props["envs"]["maxItems"], props["env"]["maxItems"]);
+        assert!(props["envs"]["items"]["properties"]["valueFrom"].is_object());
+        let described = props["env"]["description"].as_str().unwrap();
+        assert!(described.contains("old spelling of `envs`"), "{described}");
+    }
+}
+
+#[test]
+fn the_channel_crd_refuses_both_spellings_of_envs() {
+    let spec = channel_spec_schema();
+    let rules = spec["properties"]["upgradeContainer"]["x-kubernetes-validations"]
+        .as_array()
+        .unwrap();
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0]["rule"], "!(has(self.envs) && has(self.env))");
+    let message = rules[0]["message"].as_str().unwrap();
+    assert!(message.contains("give only `envs`"), "{message}");
+}
+
+#[test]
+fn the_old_spelling_env_is_read_and_written_as_envs() {
+    let vars = json!([{"name": "FORCE", "value": "true"},
+        {"name": "FROM", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]);
+    let old = container(json!({"image": "u", "env": vars.clone()}));
+    let typed = typed_upgrade_container(&old).unwrap();
+    assert_eq!(
+        Value::Object(typed),
+        json!({"image": "u", "envs": vars.clone()})
+    );
+    // `envs` as it is; `env: null` is no value at all.
+    let new = container(json!({"envs": vars.clone(), "env": null}));
+    assert_eq!(
+        Value::Object(typed_upgrade_container(&new).unwrap()),
+        json!({"envs": vars})
+    );
+}
+
+#[test]
+fn both_spellings_of_envs_are_refused_with_a_clear_message() {
+    for env in [json!([{"name": "A", "value": "1"}]), json!([])] {
+        let both = container(json!({"envs": [{"name": "B", "value": "2"}], "env": env}));
+        let why = typed_upgrade_container(&both).unwrap_err();
+        assert_eq!(
+            why,
+            "has both `envs` and `env`, its old spelling: give only `envs`"
+        );
+    }
+}
+
+#[test]
+fn a_field_the_suc_container_lacks_is_still_refused() {
+    // `imagePullPolicy` is no field of the system-upgrade-controller's container.
+    for field in ["imagePullPolicy", "resources", "name", "Envs"] {
+        let mut c = Map::new();
+        c.insert(field.into(), json!("x"));
+        let why = typed_upgrade_container(&c).unwrap_err();
+        assert!(why.contains(&format!("unknown field `{field}`")), "{why}");
+        assert!(why.contains("`envs`"), "{why}");
+    }
+    let why = typed_upgrade_container(&container(
+        json!({"volumes": [{"name": "h", "source": "/", "destination": "/host", "readOnly": true}]}),
+    ))
+    .unwrap_err();
+    assert!(why.contains("unknown field `readOnly`"), "{why}");
 }

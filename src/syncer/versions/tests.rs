@@ -382,3 +382,114 @@ mod metadata_only_cache {
         assert!(p.verified.is_empty() && p.flagged == 1);
     }
 }
+
+/// Channel data as Elemental's documentation writes an upgrade container: the environment
+/// under `spec.upgradeContainer`, with host volumes; `env` is the old spelling.
+fn elemental_item(env_key: &str) -> ChannelVersion {
+    let data = json!([{
+        "metadata": {"name": "v2.1.1"},
+        "spec": {"version": "v2.1.1", "type": "container",
+            "metadata": {"upgradeImage": "registry.example.com/os:v2.1.1"},
+            "upgradeContainer": {
+                "image": "registry.example.com/os:v2.1.1",
+                "command": ["/usr/sbin/suc-upgrade"],
+                env_key: [{"name": "FORCE", "value": "true"},
+                          {"name": "UPGRADE_RECOVERY", "value": "false"}],
+                "volumes": [{"name": "host-root", "source": "/", "destination": "/host"}],
+                "securityContext": {"privileged": true}}}
+    }]);
+    let mut parsed = crate::channel::parse(data.to_string().as_bytes()).unwrap();
+    parsed.versions.remove(0)
+}
+
+/// What a system-upgrade-controller Plan gets from a version: the version's
+/// `upgradeContainer` as `spec.upgrade`, as Elemental builds it. SUC itself cannot be
+/// installed here: the Plan is read with its type's JSON names (`crate::schema::suc`),
+/// strictly, so a field SUC lacks (as `env`, before `envs`) fails the read.
+#[test]
+fn a_suc_plan_built_from_a_synced_version_takes_its_upgrade_container_as_it_is() {
+    use crate::schema::suc;
+    let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+    for env_key in ["envs", "env"] {
+        let v = desired(&ch, &config(&ch), &elemental_item(env_key));
+        let container = Value::Object(v.spec.upgrade_container.clone().unwrap());
+        let plan = json!({
+            "apiVersion": "upgrade.cattle.io/v1", "kind": "Plan",
+            "metadata": {"name": "os-upgrade", "namespace": "cattle-system"},
+            "spec": {"concurrency": 1, "version": v.spec.version, "upgrade": container},
+        });
+        let read: suc::Plan =
+            serde_json::from_value(plan).unwrap_or_else(|e| panic!("{env_key}: {e}"));
+        let upgrade = &read.spec.upgrade;
+        assert_eq!(
+            upgrade
+                .env
+                .iter()
+                .map(|e| (e.name.as_str(), e.value.as_deref()))
+                .collect::<Vec<_>>(),
+            [("FORCE", Some("true")), ("UPGRADE_RECOVERY", Some("false"))],
+            "{env_key}"
+        );
+        assert_eq!(
+            upgrade.volumes,
+            [suc::VolumeSpec {
+                name: "host-root".into(),
+                source: "/".into(),
+                destination: "/host".into()
+            }]
+        );
+        // Written back with SUC's names, the Plan's container is the version's.
+        assert_eq!(
+            serde_json::to_value(upgrade).unwrap(),
+            container,
+            "{env_key}"
+        );
+    }
+}
+
+#[test]
+fn a_version_stored_with_the_old_env_is_rewritten_with_envs() {
+    let ch = channel(json!({"type": "custom", "options": {"image": "i"}}));
+    let cfg = config(&ch);
+    let listed = [elemental_item("env")];
+    let want = desired(&ch, &cfg, &listed[0]);
+    let written = want.spec.upgrade_container.as_ref().unwrap();
+    assert!(written.contains_key("envs") && !written.contains_key("env"));
+    // As an operator that wrote `env` stored it: same variables, its own hash.
+    let mut old = want.clone();
+    let container = old.spec.upgrade_container.as_mut().unwrap();
+    let vars = container.remove("envs").unwrap();
+    container.insert("env".into(), vars);
+    let hash = content_hash(&old);
+    assert_ne!(Some(&hash), want.annotations().get(CONTENT_HASH_ANNOTATION));
+    old.annotations_mut()
+        .insert(CONTENT_HASH_ANNOTATION.into(), hash);
+    let stored = existing_version(&ch, old);
+    let p = plan(&ch, Some((&cfg, &listed)), &arcs(&[stored]), false).unwrap();
+    assert_eq!((p.created, p.updated), (0, 1));
+    // Once rewritten, nothing more to do.
+    let rewritten = existing_version(&ch, want);
+    let p = plan(&ch, Some((&cfg, &listed)), &arcs(&[rewritten]), false).unwrap();
+    assert_eq!(p, Plan::default());
+}
+
+#[test]
+fn a_channels_old_env_is_written_as_envs_on_every_version_and_both_are_refused() {
+    let vars = json!([{"name": "FORCE", "value": "true"}]);
+    let ch = channel(json!({"type": "custom", "options": {"image": "i"},
+                            "upgradeContainer": {"env": vars.clone()}}));
+    for name in ["a", "b"] {
+        let v = desired(&ch, &config(&ch), &item(name, "os:v1"));
+        assert_eq!(
+            Value::Object(v.spec.upgrade_container.unwrap()),
+            json!({"envs": vars.clone()})
+        );
+    }
+    let both = channel(json!({"type": "custom", "options": {"image": "i"},
+                              "upgradeContainer": {"env": vars.clone(), "envs": vars}}));
+    let why = crate::config::resolve(&both.spec, &Default::default()).unwrap_err();
+    assert_eq!(
+        why,
+        "spec.upgradeContainer: has both `envs` and `env`, its old spelling: give only `envs`"
+    );
+}
