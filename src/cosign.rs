@@ -223,7 +223,7 @@ pub fn verify_read(
 ) -> Result<(), VerifyError> {
     let signed: Vec<(Vec<u8>, String)> = read
         .into_iter()
-        .filter(|(l, body)| crate::registry::matches(&l.payload_digest, body) == Some(true))
+        .filter(|(l, body)| crate::digest::matches(&l.payload_digest, body) == Some(true))
         .map(|(l, body)| (body, l.signature))
         .collect();
     verify(key, digest, &signed)
@@ -322,7 +322,7 @@ PkBXYnf+QEM+CMPVNDN+sx0OebUpfGZwzUJfDT4USDCnHN/jh+7Tdm6e5A==
     fn a_payload_that_is_not_its_layers_blob_is_not_what_was_signed() {
         let key = PublicKey::from_pem(KEY).unwrap();
         let layer = |payload: &str| SignatureLayer {
-            payload_digest: crate::registry::sha256(payload.as_bytes()),
+            payload_digest: crate::digest::sha256(payload.as_bytes()),
             payload_size: payload.len() as u64,
             signature: SIGNATURE.into(),
         };

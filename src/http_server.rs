@@ -14,10 +14,6 @@
 //! | [`RESERVED_CONNECTIONS`] | 16, 2 per peer address | the probes (or the webhook's pushes) starved by the cap (below) |
 //! | `linger::LINGER` | 2 s, 4 MiB, 250 ms quiet | after a 413, the peer's unsent body: read and dropped, so that the close is not a reset that loses the answer; the slot is held meanwhile |
 //!
-//! **One peer's share.** A peer address holds at most [`MAX_CONNECTIONS_PER_PEER`] of the
-//! general slots, so filling the cap takes 8 addresses, not one pod. Behind a proxy or a
-//! source NAT every client is the proxy's address: the share is that address's.
-//!
 //! **The reserve under the cap.** A kubelet restarts the operator when `/healthz` fails
 //! `failureThreshold` times in a row, so a peer that fills the connection cap must not also
 //! fail the probes; nor should it shut out a registry's pushes. When the cap (or the

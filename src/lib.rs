@@ -33,6 +33,7 @@ pub mod config;
 pub mod controller;
 pub mod cosign;
 pub mod crds;
+pub mod digest;
 pub mod display;
 pub mod duration;
 pub mod egress;

@@ -176,72 +176,7 @@ fn status_error(
     }
 }
 
-/// The digest (`sha256:<hex>`) of bytes.
-pub fn sha256(data: &[u8]) -> String {
-    Algorithm::Sha256.digest(data)
-}
-
-/// The digest algorithms a descriptor may name and this client verifies: the two the OCI
-/// image spec registers. Any other is refused, never skipped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    Sha256,
-    Sha512,
-}
-
-impl Algorithm {
-    /// The algorithm `digest` (`<algorithm>:<hex>`) names; `None`: none of these.
-    pub fn of(digest: &str) -> Option<Algorithm> {
-        match digest.split_once(':')?.0 {
-            "sha256" => Some(Algorithm::Sha256),
-            "sha512" => Some(Algorithm::Sha512),
-            _ => None,
-        }
-    }
-
-    /// The algorithm of a well-formed `digest`: one of these, and lowercase hex of its
-    /// length (a digest from elsewhere goes into URLs and file names).
-    pub fn checked(digest: &str) -> Option<Algorithm> {
-        let (_, hex) = digest.split_once(':')?;
-        let algorithm = Algorithm::of(digest)?;
-        let len = match algorithm {
-            Algorithm::Sha256 => 64,
-            Algorithm::Sha512 => 128,
-        };
-        let ok = hex.len() == len
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        ok.then_some(algorithm)
-    }
-
-    pub fn ring(self) -> &'static ring::digest::Algorithm {
-        match self {
-            Algorithm::Sha256 => &ring::digest::SHA256,
-            Algorithm::Sha512 => &ring::digest::SHA512,
-        }
-    }
-
-    /// `<algorithm>:<hex>` of a finished hash of this algorithm.
-    pub fn name(self, hash: &ring::digest::Digest) -> String {
-        let prefix = match self {
-            Algorithm::Sha256 => "sha256",
-            Algorithm::Sha512 => "sha512",
-        };
-        let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-        format!("{prefix}:{hex}")
-    }
-
-    pub fn digest(self, data: &[u8]) -> String {
-        self.name(&ring::digest::digest(self.ring(), data))
-    }
-}
-
-/// Whether `data` is what `expected` names; `None`: `expected` names an algorithm this
-/// client does not verify.
-pub fn matches(expected: &str, data: &[u8]) -> Option<bool> {
-    Algorithm::of(expected).map(|a| a.digest(data) == expected)
-}
+pub use crate::digest::{Algorithm, matches, sha256};
 
 #[cfg(test)]
 mod tests {

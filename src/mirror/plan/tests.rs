@@ -1,0 +1,142 @@
+use super::*;
+
+#[test]
+fn sources_and_destinations_are_told_apart() {
+    assert_eq!(source("dir:bundle").unwrap(), Source::Dir("bundle".into()));
+    assert_eq!(
+        source("https://example.com/c.json").unwrap(),
+        Source::Url("https://example.com/c.json".into())
+    );
+    assert_eq!(
+        source("registry.example/os/channel:v1").unwrap(),
+        Source::Oci("registry.example/os/channel:v1".into())
+    );
+    assert!(source("registry.example/os/channel").is_err(), "no tag");
+    assert_eq!(
+        dest("registry.site.lan/os/").unwrap(),
+        Dest::Registry("registry.site.lan/os".into())
+    );
+    assert_eq!(
+        dest("127.0.0.1:5000").unwrap(),
+        Dest::Registry("127.0.0.1:5000".into())
+    );
+    assert_eq!(dest("dir:/tmp/b").unwrap(), Dest::Dir("/tmp/b".into()));
+    assert!(dest("dir:").is_err());
+    assert!(dest("os").is_err(), "a bare word names no registry");
+    assert!(dest("Registry.Example/UPPER").is_err());
+}
+
+#[test]
+fn images_resolve_as_a_runtime_reads_them() {
+    let i = image("busybox").unwrap();
+    assert_eq!(i.to_string(), "registry-1.docker.io/library/busybox:latest");
+    let i = image("registry.suse.com/suse/os:6.1").unwrap();
+    assert_eq!(i.repository, "suse/os");
+    assert_eq!(
+        dest_repo("site.lan/os", &i.repository),
+        "site.lan/os/suse/os"
+    );
+}
+
+#[test]
+fn the_channel_keeps_its_path_and_tag_or_is_named_by_its_data() {
+    let oci = Source::Oci("r.example/rancher/channels/sl-micro:2.1".into());
+    assert_eq!(channel_name(&oci, b"[]"), "rancher/channels/sl-micro:2.1");
+    let file = Source::File("/tmp/SL Micro 6.1.json".into());
+    let a = channel_name(&file, b"[1]");
+    assert!(a.starts_with("sl-micro-6:data-"), "{a}");
+    assert_ne!(a, channel_name(&file, b"[2]"), "other data, another tag");
+    assert_eq!(a, channel_name(&file, b"[1]"));
+    let url = Source::Url("https://h.example/c/channel.json?x=1".into());
+    assert!(channel_name(&url, b"[]").starts_with("channel:data-"));
+    assert_eq!(object_name("rancher/channels/sl-micro"), "sl-micro");
+    assert_eq!(object_name("a/B_c.d"), "b-c-d");
+}
+
+#[test]
+fn a_manifest_names_its_children_and_blobs() {
+    let (a, c, l) = ("a".repeat(64), "c".repeat(64), "e".repeat(64));
+    let index = format!(r#"{{"manifests":[{{"digest":"sha256:{a}","size":3}}]}}"#);
+    assert_eq!(
+        children(index.as_bytes()).unwrap(),
+        (vec![(format!("sha256:{a}"), 3)], vec![])
+    );
+    let image = format!(
+        r#"{{"config":{{"digest":"sha256:{c}","size":1}},"layers":[{{"digest":"sha256:{l}","size":9}}]}}"#
+    );
+    assert_eq!(
+        children(image.as_bytes()).unwrap(),
+        (
+            vec![],
+            vec![(format!("sha256:{c}"), 1), (format!("sha256:{l}"), 9)]
+        )
+    );
+    assert!(children(br#"{"layers":[{"digest":"md5:00"}]}"#).is_err());
+    // Dot segments and short or upper-case hex name nothing; a size is needed.
+    for bad in [
+        "sha256:../../victim/app/manifests/latest",
+        "sha256:aa",
+        &format!("sha256:{}", "A".repeat(64)),
+    ] {
+        let body = format!(r#"{{"layers":[{{"digest":"{bad}","size":1}}]}}"#);
+        assert!(children(body.as_bytes()).is_err(), "{bad}");
+    }
+    let unsized_ = format!(r#"{{"layers":[{{"digest":"sha256:{l}"}}]}}"#);
+    let e = children(unsized_.as_bytes()).unwrap_err();
+    assert!(e.contains("has no size"), "{e}");
+    assert!(children(b"<html>").is_err());
+}
+
+#[test]
+fn an_index_narrowed_to_platforms_keeps_only_their_entries() {
+    let index = json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": [
+        {"digest": "sha256:a", "size": 1, "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": "sha256:b", "size": 1, "platform": {"os": "linux", "architecture": "arm64"},
+            "annotations": {"k": "v"}},
+        {"digest": "sha256:c", "size": 1, "platform": {"os": "linux", "architecture": "s390x"}},
+    ]})
+    .to_string();
+    let p = |t: &str| crate::config::Platform::parse(t).unwrap();
+    let narrowed = narrow_index(
+        index.as_bytes(),
+        None,
+        &[p("linux/arm64"), p("linux/amd64")],
+    )
+    .unwrap()
+    .unwrap();
+    let v: Value = serde_json::from_slice(&narrowed).unwrap();
+    let kept: Vec<&str> = v["manifests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["digest"].as_str().unwrap())
+        .collect();
+    assert_eq!(kept, ["sha256:a", "sha256:b"], "in the index's order");
+    assert_eq!(v["manifests"][1]["annotations"]["k"], "v");
+    let e = narrow_index(index.as_bytes(), None, &[p("linux/riscv64")]).unwrap_err();
+    assert!(
+        e.contains("linux/amd64, linux/arm64") || e.contains("linux/amd64"),
+        "{e}"
+    );
+    let image = br#"{"mediaType":"application/vnd.oci.image.manifest.v1+json","layers":[]}"#;
+    assert_eq!(
+        narrow_index(image, None, &[p("linux/arm64")]).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn the_artifact_is_what_oci_channels_read() {
+    let m: Value = serde_json::from_slice(&artifact(b"[]")).unwrap();
+    assert_eq!(m["artifactType"], CHANNEL_TYPE);
+    assert_eq!(m["layers"][0]["mediaType"], CHANNEL_TYPE);
+    assert_eq!(m["layers"][0]["digest"], crate::registry::sha256(b"[]"));
+    assert_eq!(m["config"]["digest"], crate::registry::sha256(EMPTY));
+    assert_eq!(
+        cosign_tags("sha256:ab"),
+        ["sha256-ab.sig", "sha256-ab.att", "sha256-ab.sbom"]
+    );
+    assert_eq!(size(512), "512 B");
+    assert_eq!(size(3 << 20), "3.0 MiB");
+}
