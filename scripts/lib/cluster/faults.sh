@@ -46,4 +46,27 @@ cmd_start() {
 	esac
 	alive "$name" || fail_with_log "$name" "$name exited during start"
 	log "$name started"
+	case "$name" in
+	etcd | kube-apiserver) restart_api_clients ;;
+	esac
+}
+
+# After etcd or the API server was gone, the controller manager and the scheduler are started
+# afresh. On a control plane with leader election (every real one) they exit once their lease
+# cannot be renewed (10 s) and the kubelet starts them again; this cluster runs one of each
+# without leader election, and a kube-controller-manager that lived through an etcd restart
+# was seen to serve informer caches minutes behind ("read version 1501 is not as new as
+# written version 4222"): new namespaces got no default ServiceAccount and ReplicaSets no pods
+# for minutes, which failed whichever test came next.
+restart_api_clients() {
+	local c
+	for c in kube-controller-manager kube-scheduler; do
+		stop_component "$c"
+	done
+	start_controller_manager
+	start_scheduler
+	for c in kube-controller-manager kube-scheduler; do
+		alive "$c" || fail_with_log "$c" "$c exited during start"
+	done
+	log "kube-controller-manager and kube-scheduler started afresh"
 }
