@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::Key;
-use super::events::Reporter;
-use super::io::ChannelIo;
-use super::record::{Memory, Record, Wake};
+use crate::controller::Key;
+use crate::controller::objects::events::Reporter;
+use crate::controller::io::ChannelIo;
+use crate::controller::pipeline::record::{Memory, Record, Wake};
 use crate::api::ManagedOSVersionChannel;
 use crate::metrics::Metrics;
 use crate::syncer::Settings;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use super::super::owned::{self, Done};
+use crate::controller::objects::owned::{self, Done};
 use super::{Attempt, ChannelIo, Decision, Effect, Error, kube_err};
 use crate::api::{ManagedOSVersionChannel, READY};
 use crate::syncer::Note;

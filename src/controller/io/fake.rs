@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::Error;
-use super::Key;
-use super::io::{ChannelIo, Kind, Written};
+use crate::controller::Error;
+use crate::controller::Key;
+use crate::controller::io::{ChannelIo, Kind, Written};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
 };
@@ -155,7 +155,7 @@ impl ChannelIo for FakeIo {
             let mut world = self.world();
             world
                 .call("display_log", &key.name)
-                .map_err(super::errors::kube_err("reading the display log"))?;
+                .map_err(crate::controller::pipeline::errors::kube_err("reading the display log"))?;
             world.display_logs.get(key).cloned().unwrap_or_default()
         };
         let _ = hold.grow(log.len()).await;
@@ -186,7 +186,7 @@ impl ChannelIo for FakeIo {
                     .iter()
                     .find(|o| o.controller == Some(true));
                 k.namespace.as_deref() == Some(namespace)
-                    && super::version_index::relevant(
+                    && crate::controller::versions::index::relevant(
                         controller.map(|o| o.uid.as_str()),
                         v.labels().get(CHANNEL_LABEL).map(String::as_str),
                         channel,
@@ -275,7 +275,7 @@ impl ChannelIo for FakeIo {
         let mut world = self.world();
         world
             .call("write_versions", namespace)
-            .map_err(super::errors::kube_err("writing versions"))?;
+            .map_err(crate::controller::pipeline::errors::kube_err("writing versions"))?;
         let mut written = Vec::new();
         for effect in effects {
             match effect {

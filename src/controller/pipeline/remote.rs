@@ -3,10 +3,10 @@
 //! digest, is answered from it, so the versions are still compared and repaired). The kept
 //! data is bounded in total bytes and goes with its channel's record.
 
-use super::Context;
-use super::Key;
-use super::io::ChannelIo;
-use super::record::Body;
+use crate::controller::Context;
+use crate::controller::Key;
+use crate::controller::io::ChannelIo;
+use crate::controller::pipeline::record::Body;
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::Response;
 use crate::syncer::Fetched;
@@ -41,7 +41,7 @@ impl<I: ChannelIo> Context<I> {
     /// Reads a channel's data; "not modified" is answered from the last good data. Both a
     /// json body and an oci pull's data take room in the data budget (`budget`) that all
     /// syncs share: a json body as it arrives, an oci file before it is read.
-    pub(super) async fn fetch(
+    pub(in crate::controller) async fn fetch(
         &self,
         key: &Key,
         uid: &str,
@@ -92,7 +92,7 @@ impl<I: ChannelIo> Context<I> {
     }
 
     /// Keeps the data a successful sync used, for the next conditional request.
-    pub(super) fn remember_body(&self, key: &Key, uid: &str, source: &str, fetched: &Fetched) {
+    pub(in crate::controller) fn remember_body(&self, key: &Key, uid: &str, source: &str, fetched: &Fetched) {
         let Fetched::Body {
             data,
             validators,

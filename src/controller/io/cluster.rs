@@ -12,13 +12,13 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::Key;
-use super::caches::{self, Scope};
-use super::errors::delete_uid;
-use super::io::{ChannelIo, Kind, Written};
-use super::writer::{Op, VersionWriter, Writes};
-use super::writes;
-use super::{Error, pods};
+use crate::controller::Key;
+use crate::controller::caches::{self, Scope};
+use crate::controller::pipeline::errors::delete_uid;
+use crate::controller::io::{ChannelIo, Kind, Written};
+use crate::controller::versions::writer::{Op, VersionWriter, Writes};
+use crate::controller::versions::all_or_nothing;
+use crate::controller::{Error, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{self, Response, Validators};
@@ -160,7 +160,7 @@ impl ChannelIo for KubeIo {
             return Ok(versions);
         }
         let list = self
-            .api::<super::version_meta::VersionMeta>(namespace)
+            .api::<crate::controller::versions::meta::VersionMeta>(namespace)
             .list(&ListParams::default())
             .await?;
         let versions = list.items.into_iter().map(|v| Arc::new(v.0)).collect();
@@ -223,7 +223,7 @@ impl ChannelIo for KubeIo {
         namespace: &str,
         effects: &[Effect],
     ) -> Result<Vec<Written>, Error> {
-        let written = writes::write_all(
+        let written = all_or_nothing::write_all(
             &self.version_writer(namespace),
             effects,
             self.max_write_bytes,

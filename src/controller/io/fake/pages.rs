@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::Key;
+use crate::controller::io::fake::Key;
 use crate::api::ManagedOSVersion;
 
 /// One page of the versions labelled with `key`'s channel. Pages of two, so that the
 /// finalizer's paging is exercised: the token is the index of the page's first entry.
-pub(super) fn page(
+pub(in crate::controller) fn page(
     versions: &HashMap<Key, ManagedOSVersion>,
     key: &Key,
     continue_token: Option<String>,

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::super::writer::Writes;
+use crate::controller::versions::writer::Writes;
 use super::*;
 use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
 use crate::metrics::Metrics;

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::events::Reporter;
-use super::fake::FakeIo;
+use crate::controller::objects::events::Reporter;
+use crate::controller::io::fake::FakeIo;
 use super::*;
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER};
 use crate::fetch::{Response, Validators};
@@ -405,13 +405,10 @@ async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
     assert_eq!(h.calls("delete_pod"), 0);
 }
 
-#[path = "tests_oci.rs"]
 mod oci;
 
-#[path = "tests_drift.rs"]
 mod drift;
 
-#[path = "tests_slots.rs"]
 mod slots;
 
 #[tokio::test]
@@ -442,5 +439,4 @@ async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_
     );
 }
 
-#[path = "tests_owned.rs"]
 mod owned_objects;

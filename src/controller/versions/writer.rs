@@ -2,7 +2,7 @@
 //! whatever asks for it (a sync, the undo of a failed one, an adoption, the Orphan
 //! finalizer), is sent from here and nowhere else, and each request:
 //!
-//! - waits for its namespace's turn ([`super::pacing`], [`crate::pace`]), then for one of
+//! - waits for its namespace's turn ([`Pacing`], whose turn it is by [`crate::pace`]), then for one of
 //!   the [`WRITES_IN_FLIGHT`] places shared by every namespace (in that order, so a write
 //!   waiting for its turn holds no place another namespace's write could use);
 //! - is counted (`writes_total{operation}`, and the bytes sent, `write_bytes_total`);
@@ -12,17 +12,18 @@
 //! A session ([`VersionWriter`]) is one namespace's writes of one task: a sync's writes
 //! and their undo, or one finalizer patch.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use super::pacing::Pacing;
 use crate::api::ManagedOSVersion;
 use crate::metrics::Metrics;
-use crate::pace::Rates;
+use crate::pace::{Pacer, Rates};
 
 /// How many version writes of all namespaces together are in flight at once, so that many
 /// syncs at once do not flood the API server (its priority and fairness queues them anyway).
@@ -59,7 +60,7 @@ impl Op {
     }
 
     /// Whether its bytes come out of the budget: a dry run writes nothing, and an undo puts
-    /// back what the session kept for it, which came out of its room ([`Budget`]) already.
+    /// back what the session kept for it, which came out of its room ([`Allowance`]) already.
     fn charged(self) -> bool {
         !matches!(self, Op::DryRun | Op::Undo)
     }
@@ -81,16 +82,16 @@ impl Writes {
 }
 
 /// Bytes one session may still use for something; refused once they are used up.
-pub struct Budget {
+pub struct Allowance {
     left: AtomicUsize,
     limit: usize,
     /// What the refusal says, given the limit.
     refusal: fn(usize) -> String,
 }
 
-impl Budget {
+impl Allowance {
     pub fn new(limit: usize, refusal: fn(usize) -> String) -> Self {
-        Budget {
+        Allowance {
             left: AtomicUsize::new(limit),
             limit,
             refusal,
@@ -127,7 +128,7 @@ pub struct VersionWriter<'a> {
     shared: &'a Writes,
     metrics: &'a Metrics,
     /// What the session's writes may send (`--max-sync-write-bytes`).
-    written: Budget,
+    written: Allowance,
 }
 
 impl<'a> VersionWriter<'a> {
@@ -143,7 +144,7 @@ impl<'a> VersionWriter<'a> {
             namespace,
             shared,
             metrics,
-            written: Budget::new(max_bytes, |limit| {
+            written: Allowance::new(max_bytes, |limit| {
                 format!(
                     "the writes of this sync are more than {limit} bytes (--max-sync-write-bytes); nothing more was written"
                 )
@@ -227,13 +228,43 @@ impl<'a> VersionWriter<'a> {
     }
 }
 
+/// Waits for a write's turn (`crate::pace` decides whose turn it is and how long to wait).
+pub struct Pacing {
+    pacer: Mutex<Pacer>,
+}
+
+impl Pacing {
+    pub fn new(rates: Rates) -> Self {
+        Pacing {
+            pacer: Mutex::new(Pacer::new(rates)),
+        }
+    }
+
+    /// Returns when a write of `namespace` may be sent.
+    pub async fn turn(&self, namespace: &str, metrics: &Metrics) {
+        // A poisoned lock (a panic elsewhere) paces nothing rather than stopping writes.
+        let Some((wait, active)) = self
+            .pacer
+            .lock()
+            .ok()
+            .map(|mut p| (p.reserve(namespace, Instant::now()), p.active()))
+        else {
+            return;
+        };
+        metrics.pacing.paced(wait, active);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_budget_gives_what_it_has_then_refuses_naming_the_limit() {
-        let budget = Budget::new(10, |limit| format!("more than {limit} (--flag)"));
+        let budget = Allowance::new(10, |limit| format!("more than {limit} (--flag)"));
         assert!(budget.take(6).is_ok());
         assert!(budget.take(4).is_ok());
         let Err(kube::Error::Api(status)) = budget.take(1) else {

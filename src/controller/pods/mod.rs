@@ -1,16 +1,18 @@
 //! The syncer pod: creating and deleting it as decided (over the I/O boundary), and
 //! reading its logs (for the API server's implementation of it).
 
+pub(super) mod slots;
+
 use futures::AsyncReadExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
 use kube::{Api, ResourceExt};
 use tracing::info;
 
-use super::errors::{Error, api_message, classify, is_status, kube_err};
-use super::io::ChannelIo;
-use super::io::Kind;
-use super::owned::{self, Done};
+use crate::controller::pipeline::errors::{Error, api_message, classify, is_status, kube_err};
+use crate::controller::io::ChannelIo;
+use crate::controller::io::Kind;
+use crate::controller::objects::owned::{self, Done};
 use crate::api::ManagedOSVersionChannel;
 use crate::budget::Hold;
 use crate::display::FRAME_OVERHEAD;

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::Key;
+use crate::controller::Key;
 
 /// The answer to a request for a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

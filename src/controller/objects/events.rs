@@ -7,11 +7,11 @@ use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 
-use super::Context;
-use super::Key;
-use super::errors::is_status;
-use super::io::ChannelIo;
-use super::record::LastEvent;
+use crate::controller::Context;
+use crate::controller::Key;
+use crate::controller::pipeline::errors::is_status;
+use crate::controller::io::ChannelIo;
+use crate::controller::pipeline::record::LastEvent;
 use crate::syncer::Note;
 
 /// The longest note the operator writes (the API server takes 1 KiB).
@@ -27,7 +27,7 @@ pub struct Reporter {
 impl<I: ChannelIo> Context<I> {
     /// Publishes `note` on the channel (`uid`); the same note as the last one adds to its
     /// series.
-    pub(super) async fn publish(
+    pub(in crate::controller) async fn publish(
         &self,
         key: &Key,
         uid: &str,

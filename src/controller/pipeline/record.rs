@@ -9,8 +9,8 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use super::Key;
-use super::slots::{Grant, Slots};
+use crate::controller::Key;
+use crate::controller::pods::slots::{Grant, Slots};
 use crate::fetch::Validators;
 
 /// The last Event published on a channel (a repeat of it adds to its series).

@@ -4,6 +4,8 @@
 //! keep the caches at least as new as the operator's own writes, so that every decision
 //! may read them instead of the API server.
 
+pub(super) mod decoding;
+
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
-use super::Key;
+use crate::controller::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION};
 
 /// How long to wait for a cache (filled, or caught up with the operator's writes).
@@ -25,7 +27,7 @@ pub struct Scope {
     /// `None`: every namespace.
     pub namespace: Option<String>,
     pub channels: Store<ManagedOSVersionChannel>,
-    pub versions: Arc<super::version_index::VersionIndex>,
+    pub versions: Arc<crate::controller::versions::index::VersionIndex>,
     pub pods: Store<Pod>,
 }
 

@@ -36,7 +36,7 @@ fn version(name: &str, owner: Option<(&str, &str)>, others_at: Option<i64>) -> M
         meta["ownerReferences"] = Value::Array(owners);
     }
     let text = json!({ "metadata": meta }).to_string();
-    serde_json::from_str::<crate::controller::version_meta::VersionMeta>(&text)
+    serde_json::from_str::<crate::controller::versions::meta::VersionMeta>(&text)
         .unwrap()
         .0
 }

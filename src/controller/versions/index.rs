@@ -331,5 +331,4 @@ impl Cached {
 }
 
 #[cfg(test)]
-#[path = "version_index_tests.rs"]
 mod tests;

@@ -11,11 +11,11 @@ use kube::ResourceExt;
 use kube::api::PostParams;
 use tracing::debug;
 
-use super::errors::{Error, api_message, delete_uid, is_status};
-use super::io::Written;
-use super::version_write::mark;
-use super::version_write::{Done, Undo, UndoRoom, VersionWrite};
-use super::writer::{Op, VersionWriter};
+use crate::controller::pipeline::errors::{Error, api_message, delete_uid, is_status};
+use crate::controller::io::Written;
+use crate::controller::versions::write::mark;
+use crate::controller::versions::write::{Done, Undo, UndoRoom, VersionWrite};
+use crate::controller::versions::writer::{Op, VersionWriter};
 use crate::syncer::Effect;
 
 /// How many version writes of one sync are in flight at once. Measured on the local cluster

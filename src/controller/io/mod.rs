@@ -1,11 +1,15 @@
 //! The I/O boundary: everything a reconciliation does to the world, as one trait. The
-//! controller runs over [`KubeIo`](super::kube_io::KubeIo) (the API server, the watch
+//! controller runs over [`KubeIo`](crate::controller::io::cluster::KubeIo) (the API server, the watch
 //! caches, the HTTP client); the reconcile tests run over an in-memory fake in
 //! milliseconds. What the API server alone can tell (dry runs, admission, quotas, watches,
 //! pods that run) stays with the cluster tests.
 //!
 //! Methods return the raw `kube::Error`: classifying it, and what a failure means for the
 //! sync, is the pipeline's business, the same for every implementation.
+
+#[cfg(test)]
+pub(super) mod fake;
+pub(super) mod cluster;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -15,8 +19,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::Error;
-use super::Key;
+use crate::controller::Error;
+use crate::controller::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};

@@ -25,17 +25,21 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::warn;
 
-use super::Key;
-use super::errors::{Error, kube_err};
-use super::io::ChannelIo;
-use super::remote::Remote;
+use crate::controller::Key;
+use crate::controller::pipeline::errors::{Error, kube_err};
+use crate::controller::io::ChannelIo;
+use crate::controller::pipeline::remote::Remote;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome, Resolved};
 
+pub(super) mod errors;
 mod finish;
+pub(super) mod record;
 mod refresh;
+pub(super) mod remote;
+pub(super) mod run;
 mod taken;
 mod versions;
 

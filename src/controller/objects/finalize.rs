@@ -11,10 +11,10 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
-use super::Context;
-use super::Key;
-use super::errors::{Error, is_status, kube_err};
-use super::io::ChannelIo;
+use crate::controller::Context;
+use crate::controller::Key;
+use crate::controller::pipeline::errors::{Error, is_status, kube_err};
+use crate::controller::io::ChannelIo;
 use crate::api::ManagedOSVersionChannel;
 use crate::syncer::Note;
 use crate::syncer::orphan::{self, Step};
@@ -27,7 +27,7 @@ const TRIES: usize = 3;
 impl<I: ChannelIo> Context<I> {
     /// Does what the finalizer needs. `Some`: the reconciliation ends here (the channel is
     /// going); `None`: it goes on (the finalizer is as the policy wants it).
-    pub(super) async fn finalize(
+    pub(in crate::controller) async fn finalize(
         &self,
         channel: &ManagedOSVersionChannel,
         key: &Key,

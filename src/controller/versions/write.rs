@@ -6,8 +6,8 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::errors::{delete_uid, is_status};
-use super::writer::{Budget, Op, VersionWriter};
+use crate::controller::pipeline::errors::{delete_uid, is_status};
+use crate::controller::versions::writer::{Allowance, Op, VersionWriter};
 use crate::api::{
     FIELD_MANAGER, ManagedOSVersion, NO_LONGER_IN_SYNC_ANNOTATION, ORPHANED_FROM_ANNOTATION,
 };
@@ -171,8 +171,8 @@ impl<'a> VersionWrite<'a> {
             VersionWrite::Update { want, before } => {
                 let name = want.name_any();
                 // What to put back should a later write be refused: the cache has no spec.
-                let Some(before) = super::version_meta::in_full(to.api(), before).await? else {
-                    return Err(super::version_meta::gone_meanwhile(&name));
+                let Some(before) = crate::controller::versions::meta::in_full(to.api(), before).await? else {
+                    return Err(crate::controller::versions::meta::gone_meanwhile(&name));
                 };
                 room.keep(&before)?;
                 let written = to
@@ -205,7 +205,7 @@ impl<'a> VersionWrite<'a> {
             }
             VersionWrite::Delete { name, uid, before } => {
                 let before = match before {
-                    Some(b) => super::version_meta::in_full(to.api(), b).await?,
+                    Some(b) => crate::controller::versions::meta::in_full(to.api(), b).await?,
                     None => None,
                 };
                 if let Some(b) = &before {
@@ -281,11 +281,11 @@ pub async fn mark(
 /// What one sync may keep of the versions it replaces or deletes, to put them back should
 /// a later write fail: the same bound as what it writes (`--max-sync-write-bytes`), since a
 /// tenant's versions may be many and each up to the API server's object size.
-pub struct UndoRoom(Budget);
+pub struct UndoRoom(Allowance);
 
 impl UndoRoom {
     pub fn new(limit: usize) -> Self {
-        UndoRoom(Budget::new(limit, |limit| {
+        UndoRoom(Allowance::new(limit, |limit| {
             format!(
                 "the versions this sync replaces or deletes are more than {limit} bytes to keep for undoing it (--max-sync-write-bytes); nothing more was written"
             )

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use super::{Key, Kind, World, status_error};
 
 impl World {
-    pub(super) fn read_meta(
+    pub(in crate::controller) fn read_meta(
         &mut self,
         kind: Kind,
         key: &Key,
@@ -27,7 +27,7 @@ impl World {
     }
 
     /// A uid precondition that differs is a 409, an absent object 404.
-    pub(super) fn delete_object(
+    pub(in crate::controller) fn delete_object(
         &mut self,
         kind: Kind,
         key: &Key,
@@ -59,7 +59,7 @@ impl World {
     /// Server-side apply, forced: the create-only resourceVersion refuses an existing
     /// object (409), a uid that differs from the object's is a 409; the applied labels,
     /// owners and data replace the object's.
-    pub(super) fn apply_config_map(
+    pub(in crate::controller) fn apply_config_map(
         &mut self,
         key: &Key,
         map: &ConfigMap,
@@ -83,7 +83,7 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn create_event(&mut self, event: &Event) -> Result<Option<String>, kube::Error> {
+    pub(in crate::controller) fn create_event(&mut self, event: &Event) -> Result<Option<String>, kube::Error> {
         self.call("create_event", &event.name_any())?;
         let mut event = event.clone();
         event.metadata.uid = Some(format!("ev-{}", self.next()));
@@ -92,7 +92,7 @@ impl World {
     }
 
     /// The uid a precondition (409 when it differs).
-    pub(super) fn patch_event_series(
+    pub(in crate::controller) fn patch_event_series(
         &mut self,
         name: &str,
         uid: Option<&str>,

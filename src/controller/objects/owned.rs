@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::errors::is_status;
-use super::io::{ChannelIo, Kind};
+use crate::controller::pipeline::errors::is_status;
+use crate::controller::io::{ChannelIo, Kind};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionChannel};
 use crate::channel::changelogs::Changelogs;
 use crate::metrics::Metrics;
