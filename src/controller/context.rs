@@ -4,11 +4,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::controller::Key;
-use crate::controller::objects::events::Reporter;
-use crate::controller::io::ChannelIo;
-use crate::controller::pipeline::record::{Memory, Record, Wake};
 use crate::api::ManagedOSVersionChannel;
+use crate::controller::Key;
+use crate::controller::io::ChannelIo;
+use crate::controller::objects::events::Reporter;
+use crate::controller::pipeline::record::{Memory, Record, Wake};
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
 

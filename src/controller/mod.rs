@@ -2,21 +2,21 @@
 //! they own) whose `reconcile` runs one `pipeline::Attempt`: observe, ask
 //! `syncer::decide`, perform the decision.
 //!
-//! Rooms, each a folder with its own map:
-//! - `context`: the state every reconciliation shares, and the ways to it (the one file
-//!   beside this one);
-//! - `pipeline`: one reconciliation's steps, the controller wiring that runs them (`run`),
-//!   what is kept per channel between them (`record`), json and oci fetches (`remote`) and
-//!   API errors with their classes (`errors`);
+//! Rooms, each a folder with its own map, from the bottom up (each imports only rooms
+//! below it; `tests/module_graph.rs` holds the line):
+//! - `io`: the I/O boundary, one trait per thing it serves (pods, versions, the channel and
+//!   its Events, owned objects, sources), and API errors with their classes (`errors`);
 //! - `versions`: the metadata-only version cache and its index, the one writer of versions
 //!   (paced per namespace, budgeted, counted) and a sync's writes, all or nothing;
+//! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
 //! - `pods`: the syncer pod and the sync slots (`slots`: who may sync, who waits, who is next);
 //! - `caches`: the shared watch caches, what triggers a reconciliation, and decoding that no
 //!   single object can break (`decoding`);
-//! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
-//! - `io`: the I/O boundary (traits), its implementation over the API server and the watch
-//!   caches (`cluster`) and, for tests, an in-memory fake (`fake`);
-//! - `tests`: the pipeline's unit tests over the fake.
+//! - `cluster`: the I/O boundary implemented over the API server and the watch caches;
+//! - `pipeline`: one reconciliation's steps, the controller wiring that runs them (`run`),
+//!   what is kept per channel between them (`record`) and json and oci data (`remote`);
+//! - `context` (the one file beside this one): the state every reconciliation shares;
+//! - `tests`: the pipeline's unit tests over an in-memory fake of `io` (`tests::fake`).
 //!
 //! Failure model: whatever fails in an attempt (an API error while observing, a write the
 //! API server refuses, channel data that breaks a rule) is decided like any failed sync:
@@ -25,6 +25,7 @@
 //! `error_policy`, which backs off per channel in memory, by the same policy.
 
 mod caches;
+mod cluster;
 mod context;
 mod io;
 mod objects;
@@ -44,10 +45,10 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, warn};
 
 use crate::api::ManagedOSVersionChannel;
-use context::Context;
 pub use caches::decoding::Lenient;
-use pipeline::errors::Error;
+use context::Context;
 use io::ChannelIo;
+use io::errors::Error;
 pub use pipeline::run::{Clients, Watched, run};
 
 /// A channel, as the controller's queue and memory name it.

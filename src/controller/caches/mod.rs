@@ -17,8 +17,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
-use crate::controller::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, SYNC_REQUESTED_AT_ANNOTATION};
+use crate::controller::Key;
 
 /// How long to wait for a cache (filled, or caught up with the operator's writes).
 const CACHE_WAIT: Duration = Duration::from_secs(10);

@@ -1,5 +1,7 @@
-//! The I/O boundary: everything a reconciliation does to the world, as one trait. The
-//! controller runs over [`KubeIo`](crate::controller::io::cluster::KubeIo) (the API server, the watch
+//! The I/O boundary: everything a reconciliation does to the world, as one trait per thing it
+//! serves (pods, versions, the channel and its Events, owned objects, sources), and the API
+//! errors with their classes (`errors`). The
+//! controller runs over [`KubeIo`](crate::controller::cluster::KubeIo) (the API server, the watch
 //! caches, the HTTP client); the reconcile tests run over an in-memory fake in
 //! milliseconds. What the API server alone can tell (dry runs, admission, quotas, watches,
 //! pods that run) stays with the cluster tests.
@@ -7,9 +9,7 @@
 //! Methods return the raw `kube::Error`: classifying it, and what a failure means for the
 //! sync, is the pipeline's business, the same for every implementation.
 
-#[cfg(test)]
-pub(super) mod fake;
-pub(super) mod cluster;
+pub(super) mod errors;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -19,11 +19,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::controller::Error;
-use crate::controller::Key;
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::budget::Hold;
 use crate::config::{JsonOptions, OciOptions};
+use crate::controller::Error;
+use crate::controller::Key;
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
 use crate::syncer::drift::Known;
@@ -58,18 +58,13 @@ impl Kind {
     }
 }
 
-pub trait ChannelIo: Send + Sync + 'static {
+/// The syncer pods: reading, creating and waiting for them, their logs, and the sync slots they hold.
+pub trait PodIo: Send + Sync + 'static {
     /// Channels observed syncing: their syncer pod runs and a live channel controls it.
     fn running_syncs(&self) -> HashSet<Key>;
 
     /// Wakes the channel's reconciliation (its turn for a sync slot has come).
     fn wake(&self, key: Key);
-
-    /// The channel as the API server has it now (after a cache wait gave up).
-    fn read_channel(
-        &self,
-        key: &Key,
-    ) -> impl Future<Output = Result<Option<ManagedOSVersionChannel>, kube::Error>> + Send;
 
     /// The pod named after the channel, whoever controls it: from the cache, or from the
     /// API server when `fresh` (or no cache covers the namespace).
@@ -91,6 +86,24 @@ pub trait ChannelIo: Send + Sync + 'static {
     /// The end of the `runner` container's log, or why it could not be read.
     fn runner_tail(&self, key: &Key) -> impl Future<Output = String> + Send;
 
+    fn create_pod(
+        &self,
+        namespace: &str,
+        pod: &Pod,
+    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send;
+
+    /// Waits until the pod cache shows a created pod (`created`: its uid) and the deleted
+    /// ones (`deleted`); whether it did in time.
+    fn pod_cache_shows(
+        &self,
+        key: &Key,
+        created: Option<&str>,
+        deleted: &[String],
+    ) -> impl Future<Output = bool> + Send;
+}
+
+/// The versions: the cache and fresh reads, the all-or-nothing writes of a sync, and the finalizer's patches.
+pub trait VersionIo: Send + Sync + 'static {
     /// The versions of a channel's sync in its namespace: those it controls or that carry
     /// its name (`version_index::relevant`); more is harmless. With them, the
     /// resourceVersions the operator remembers writing or verifying them at (`syncer::drift`).
@@ -112,27 +125,6 @@ pub trait ChannelIo: Send + Sync + 'static {
         names: &[String],
     ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
 
-    /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`; the
-    /// body takes room in `hold` as it arrives.
-    fn fetch(
-        &self,
-        options: &JsonOptions,
-        validators: &Validators,
-        max_bytes: u64,
-        hold: &mut Hold,
-    ) -> impl Future<Output = Response> + Send;
-
-    /// An oci channel's pull (with the Secrets its options name, read in `namespace`);
-    /// `known`: the revision of the data kept from before (unchanged: `NotModified`).
-    fn pull(
-        &self,
-        namespace: &str,
-        options: &OciOptions,
-        known: &Validators,
-        max_bytes: u64,
-        hold: &mut Hold,
-    ) -> impl Future<Output = Response> + Send;
-
     /// The version writes among `effects`, all or nothing (`super::writes`: dry runs of the
     /// writes to existing versions first, undone on a later refusal); waits until the cache
     /// shows them.
@@ -142,47 +134,41 @@ pub trait ChannelIo: Send + Sync + 'static {
         effects: &[Effect],
     ) -> impl Future<Output = Result<Vec<Written>, Error>> + Send;
 
-    fn create_pod(
-        &self,
-        namespace: &str,
-        pod: &Pod,
-    ) -> impl Future<Output = Result<Pod, kube::Error>> + Send;
-
-    /// The metadata of the object of `kind` named `name`, read fresh from the API server
-    /// (`super::owned` reads before it changes anything).
-    fn read_meta(
-        &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<ObjectMeta>, kube::Error>> + Send;
-
-    /// Deletes exactly the object with this uid (a uid precondition: 409 for another).
-    /// Only `super::owned` calls it.
-    fn delete_object(
-        &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
-
-    /// Server-side apply of a ConfigMap, whose metadata carries the precondition (its uid,
-    /// or the create-only resourceVersion). Only `super::owned` calls it.
-    fn apply_config_map(
-        &self,
-        namespace: &str,
-        map: &ConfigMap,
-    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
-
-    /// Waits until the pod cache shows a created pod (`created`: its uid) and the deleted
-    /// ones (`deleted`); whether it did in time.
-    fn pod_cache_shows(
+    /// One page of the metadata of the versions labelled as the channel's, read fresh from
+    /// the API server (not the cache: a version created a moment ago must not be missed),
+    /// and the token of the next page. Metadata only and paged: a namespace's versions can
+    /// be many and large, and the finalizer needs only who owns them.
+    fn labelled_versions(
         &self,
         key: &Key,
-        created: Option<&str>,
-        deleted: &[String],
-    ) -> impl Future<Output = bool> + Send;
+        continue_token: Option<String>,
+    ) -> impl Future<Output = Result<(Vec<ObjectMeta>, Option<String>), kube::Error>> + Send;
+
+    /// One version, read fresh.
+    fn read_version(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<ManagedOSVersion>, kube::Error>> + Send;
+
+    /// A merge patch of one version by the Orphan finalizer (the patch carries its uid and
+    /// resourceVersion as preconditions), through the one writer of versions like every
+    /// version write (`super::writer`).
+    fn patch_version(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+}
+
+/// The channel itself: fresh reads, its status and finalizers, and its Events.
+pub trait StatusIo: Send + Sync + 'static {
+    /// The channel as the API server has it now (after a cache wait gave up).
+    fn read_channel(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Option<ManagedOSVersionChannel>, kube::Error>> + Send;
 
     /// Writes the channel's status and waits until the cache shows it; whether it did.
     fn patch_status(
@@ -215,31 +201,63 @@ pub trait ChannelIo: Send + Sync + 'static {
         key: &Key,
         patch: &serde_json::Value,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+}
 
-    /// One page of the metadata of the versions labelled as the channel's, read fresh from
-    /// the API server (not the cache: a version created a moment ago must not be missed),
-    /// and the token of the next page. Metadata only and paged: a namespace's versions can
-    /// be many and large, and the finalizer needs only who owns them.
-    fn labelled_versions(
+/// Objects a channel owns besides versions and pods' creation (only `objects::owned` calls it).
+pub trait ObjectIo: Send + Sync + 'static {
+    /// The metadata of the object of `kind` named `name`, read fresh from the API server
+    /// (`super::owned` reads before it changes anything).
+    fn read_meta(
         &self,
-        key: &Key,
-        continue_token: Option<String>,
-    ) -> impl Future<Output = Result<(Vec<ObjectMeta>, Option<String>), kube::Error>> + Send;
-
-    /// One version, read fresh.
-    fn read_version(
-        &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-    ) -> impl Future<Output = Result<Option<ManagedOSVersion>, kube::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<ObjectMeta>, kube::Error>> + Send;
 
-    /// A merge patch of one version by the Orphan finalizer (the patch carries its uid and
-    /// resourceVersion as preconditions), through the one writer of versions like every
-    /// version write (`super::writer`).
-    fn patch_version(
+    /// Deletes exactly the object with this uid (a uid precondition: 409 for another).
+    /// Only `super::owned` calls it.
+    fn delete_object(
         &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-        patch: &serde_json::Value,
+        uid: &str,
+    ) -> impl Future<Output = Result<(), kube::Error>> + Send;
+
+    /// Server-side apply of a ConfigMap, whose metadata carries the precondition (its uid,
+    /// or the create-only resourceVersion). Only `super::owned` calls it.
+    fn apply_config_map(
+        &self,
+        namespace: &str,
+        map: &ConfigMap,
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 }
+
+/// json fetches and oci pulls.
+pub trait SourceIo: Send + Sync + 'static {
+    /// A json channel's fetch, conditional on `validators`, capped at `max_bytes`; the
+    /// body takes room in `hold` as it arrives.
+    fn fetch(
+        &self,
+        options: &JsonOptions,
+        validators: &Validators,
+        max_bytes: u64,
+        hold: &mut Hold,
+    ) -> impl Future<Output = Response> + Send;
+
+    /// An oci channel's pull (with the Secrets its options name, read in `namespace`);
+    /// `known`: the revision of the data kept from before (unchanged: `NotModified`).
+    fn pull(
+        &self,
+        namespace: &str,
+        options: &OciOptions,
+        known: &Validators,
+        max_bytes: u64,
+        hold: &mut Hold,
+    ) -> impl Future<Output = Response> + Send;
+}
+
+/// All of the I/O a reconciliation does; what implements every part implements it.
+pub trait ChannelIo: PodIo + VersionIo + StatusIo + ObjectIo + SourceIo {}
+
+impl<T: PodIo + VersionIo + StatusIo + ObjectIo + SourceIo> ChannelIo for T {}

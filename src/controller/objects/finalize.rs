@@ -11,11 +11,11 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
+use crate::api::ManagedOSVersionChannel;
 use crate::controller::Context;
 use crate::controller::Key;
-use crate::controller::pipeline::errors::{Error, is_status, kube_err};
 use crate::controller::io::ChannelIo;
-use crate::api::ManagedOSVersionChannel;
+use crate::controller::io::errors::{Error, is_status, kube_err};
 use crate::syncer::Note;
 use crate::syncer::orphan::{self, Step};
 use crate::syncer::versions::controlled_by;

@@ -19,10 +19,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use crate::controller::pipeline::errors::is_status;
-use crate::controller::io::{ChannelIo, Kind};
 use crate::api::{CHANNEL_LABEL, ManagedOSVersionChannel};
 use crate::channel::changelogs::Changelogs;
+use crate::controller::io::errors::is_status;
+use crate::controller::io::{Kind, ObjectIo};
 use crate::metrics::Metrics;
 use crate::syncer::versions::{conflict, controlled_by};
 
@@ -58,7 +58,7 @@ enum Holder {
 }
 
 async fn holder(
-    io: &impl ChannelIo,
+    io: &impl ObjectIo,
     kind: Kind,
     namespace: &str,
     name: &str,
@@ -77,7 +77,7 @@ async fn holder(
 /// Deletes the object `name` decided on (`uid`: as the decision saw it), only while the
 /// channel controls it, with its uid as a precondition.
 pub async fn delete(
-    io: &impl ChannelIo,
+    io: &impl ObjectIo,
     metrics: &Metrics,
     kind: Kind,
     namespace: &str,
@@ -98,7 +98,7 @@ pub async fn delete(
 }
 
 async fn delete_exactly(
-    io: &impl ChannelIo,
+    io: &impl ObjectIo,
     kind: Kind,
     namespace: &str,
     name: &str,
@@ -118,7 +118,7 @@ async fn delete_exactly(
 /// channel's own with its uid as a precondition, a conflict when someone else's holds the
 /// name. A ConfigMap of someone else's is no conflict when there is nothing to store.
 pub async fn store_changelogs(
-    io: &impl ChannelIo,
+    io: &impl ObjectIo,
     metrics: &Metrics,
     channel: &ManagedOSVersionChannel,
     name: &str,

@@ -25,16 +25,15 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use tracing::warn;
 
-use crate::controller::Key;
-use crate::controller::pipeline::errors::{Error, kube_err};
-use crate::controller::io::ChannelIo;
-use crate::controller::pipeline::remote::Remote;
 use super::{Context, pods};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel};
+use crate::controller::Key;
+use crate::controller::io::ChannelIo;
+use crate::controller::io::errors::{Error, kube_err};
+use crate::controller::pipeline::remote::Remote;
 use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome, Resolved};
 
-pub(super) mod errors;
 mod finish;
 pub(super) mod record;
 mod refresh;

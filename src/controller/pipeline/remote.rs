@@ -3,11 +3,11 @@
 //! digest, is answered from it, so the versions are still compared and repaired). The kept
 //! data is bounded in total bytes and goes with its channel's record.
 
+use crate::config::{JsonOptions, OciOptions};
 use crate::controller::Context;
 use crate::controller::Key;
 use crate::controller::io::ChannelIo;
 use crate::controller::pipeline::record::Body;
-use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::Response;
 use crate::syncer::Fetched;
 
@@ -92,7 +92,13 @@ impl<I: ChannelIo> Context<I> {
     }
 
     /// Keeps the data a successful sync used, for the next conditional request.
-    pub(in crate::controller) fn remember_body(&self, key: &Key, uid: &str, source: &str, fetched: &Fetched) {
+    pub(in crate::controller) fn remember_body(
+        &self,
+        key: &Key,
+        uid: &str,
+        source: &str,
+        fetched: &Fetched,
+    ) {
         let Fetched::Body {
             data,
             validators,

@@ -9,12 +9,12 @@ use kube::api::LogParams;
 use kube::{Api, ResourceExt};
 use tracing::info;
 
-use crate::controller::pipeline::errors::{Error, api_message, classify, is_status, kube_err};
-use crate::controller::io::ChannelIo;
-use crate::controller::io::Kind;
-use crate::controller::objects::owned::{self, Done};
 use crate::api::ManagedOSVersionChannel;
 use crate::budget::Hold;
+use crate::controller::io::Kind;
+use crate::controller::io::errors::{Error, api_message, classify, is_status, kube_err};
+use crate::controller::io::{ObjectIo, PodIo};
+use crate::controller::objects::owned::{self, Done};
 use crate::display::FRAME_OVERHEAD;
 use crate::failure::SyncFailure;
 use crate::metrics::Metrics;
@@ -37,7 +37,7 @@ pub struct PodChanges {
 pub async fn perform(
     effects: &[Effect],
     channel: &ManagedOSVersionChannel,
-    io: &impl ChannelIo,
+    io: &(impl PodIo + ObjectIo),
     metrics: &Metrics,
 ) -> Result<PodChanges, Error> {
     let namespace = channel.namespace().unwrap_or_default();

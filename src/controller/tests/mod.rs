@@ -8,13 +8,14 @@ use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::controller::objects::events::Reporter;
-use crate::controller::io::fake::FakeIo;
 use super::*;
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER};
+use crate::controller::io::PodIo;
+use crate::controller::objects::events::Reporter;
 use crate::fetch::{Response, Validators};
 use crate::syncer::Settings;
 use crate::syncer::tests::{framed, ready_pod_status, settings};
+use fake::FakeIo;
 
 struct Harness {
     ctx: Arc<Context<FakeIo>>,
@@ -405,6 +406,7 @@ async fn the_operators_own_pod_is_known_also_when_its_status_lost_the_record() {
     assert_eq!(h.calls("delete_pod"), 0);
 }
 
+mod fake;
 mod oci;
 
 mod drift;

@@ -17,7 +17,7 @@ use crate::controller::io::Kind;
 use crate::controller::objects::owned::{self, Done};
 
 /// An oci channel image: 1 ships a changelog for v1, 2 ships none.
-fn image_source(image: Arc<AtomicU8>) -> crate::controller::io::fake::Source {
+fn image_source(image: Arc<AtomicU8>) -> crate::controller::tests::fake::Source {
     Box::new(move |known: &Validators| {
         let which = image.load(Ordering::SeqCst);
         let revision = format!("v{which}@sha256:{which}");

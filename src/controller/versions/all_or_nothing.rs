@@ -11,8 +11,8 @@ use kube::ResourceExt;
 use kube::api::PostParams;
 use tracing::debug;
 
-use crate::controller::pipeline::errors::{Error, api_message, delete_uid, is_status};
 use crate::controller::io::Written;
+use crate::controller::io::errors::{Error, api_message, delete_uid, is_status};
 use crate::controller::versions::write::mark;
 use crate::controller::versions::write::{Done, Undo, UndoRoom, VersionWrite};
 use crate::controller::versions::writer::{Op, VersionWriter};

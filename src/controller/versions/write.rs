@@ -6,11 +6,11 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::controller::pipeline::errors::{delete_uid, is_status};
-use crate::controller::versions::writer::{Allowance, Op, VersionWriter};
 use crate::api::{
     FIELD_MANAGER, ManagedOSVersion, NO_LONGER_IN_SYNC_ANNOTATION, ORPHANED_FROM_ANNOTATION,
 };
+use crate::controller::io::errors::{delete_uid, is_status};
+use crate::controller::versions::writer::{Allowance, Op, VersionWriter};
 use crate::syncer::Effect;
 
 /// The resourceVersion of a create-only apply (the idiom of java-operator-sdk): no object
@@ -171,7 +171,9 @@ impl<'a> VersionWrite<'a> {
             VersionWrite::Update { want, before } => {
                 let name = want.name_any();
                 // What to put back should a later write be refused: the cache has no spec.
-                let Some(before) = crate::controller::versions::meta::in_full(to.api(), before).await? else {
+                let Some(before) =
+                    crate::controller::versions::meta::in_full(to.api(), before).await?
+                else {
                     return Err(crate::controller::versions::meta::gone_meanwhile(&name));
                 };
                 room.keep(&before)?;

@@ -4,9 +4,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::controller::versions::writer::Writes;
 use super::*;
 use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
+use crate::controller::versions::writer::Writes;
 use crate::metrics::Metrics;
 use http::{Request, Response};
 use kube::client::Body;

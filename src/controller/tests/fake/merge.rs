@@ -1,10 +1,14 @@
 //! JSON merge patches in the fake, as the API server applies them.
 
-use crate::controller::io::fake::status_error;
+use crate::controller::tests::fake::status_error;
 
 /// `object` with a JSON merge patch applied, as the API server does it: the patch's uid and
 /// resourceVersion are preconditions (409 when they differ), the result gets `rv`.
-pub(in crate::controller) fn merged<K>(object: &K, patch: &serde_json::Value, rv: String) -> Result<K, kube::Error>
+pub(in crate::controller) fn merged<K>(
+    object: &K,
+    patch: &serde_json::Value,
+    rv: String,
+) -> Result<K, kube::Error>
 where
     K: serde::Serialize + serde::de::DeserializeOwned,
 {

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use crate::controller::io::fake::Key;
 use crate::api::ManagedOSVersion;
+use crate::controller::tests::fake::Key;
 
 /// One page of the versions labelled with `key`'s channel. Pages of two, so that the
 /// finalizer's paging is exercised: the token is the index of the page's first entry.

@@ -11,13 +11,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::controller::Error;
-use crate::controller::Key;
-use crate::controller::io::{ChannelIo, Kind, Written};
 use crate::api::{
     CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus,
 };
 use crate::config::{JsonOptions, OciOptions};
+use crate::controller::Error;
+use crate::controller::Key;
+use crate::controller::io::{Kind, ObjectIo, PodIo, SourceIo, StatusIo, VersionIo, Written};
 use crate::fetch::{Response, Validators};
 use crate::syncer::Effect;
 use crate::syncer::drift::Known;
@@ -100,7 +100,7 @@ fn status_error(code: u16) -> kube::Error {
     )
 }
 
-impl ChannelIo for FakeIo {
+impl PodIo for FakeIo {
     fn running_syncs(&self) -> HashSet<Key> {
         let world = self.world();
         if world.pods_unseen {
@@ -128,15 +128,6 @@ impl ChannelIo for FakeIo {
         self.world().woken.push(key);
     }
 
-    async fn read_channel(
-        &self,
-        key: &Key,
-    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
-        let mut world = self.world();
-        world.call("read_channel", &key.name)?;
-        Ok(world.channels.get(key).cloned())
-    }
-
     async fn pod(&self, key: &Key, fresh: bool) -> Result<Option<Arc<Pod>>, kube::Error> {
         let mut world = self.world();
         if fresh {
@@ -153,9 +144,9 @@ impl ChannelIo for FakeIo {
     ) -> Result<Vec<u8>, Error> {
         let log = {
             let mut world = self.world();
-            world
-                .call("display_log", &key.name)
-                .map_err(crate::controller::pipeline::errors::kube_err("reading the display log"))?;
+            world.call("display_log", &key.name).map_err(
+                crate::controller::io::errors::kube_err("reading the display log"),
+            )?;
             world.display_logs.get(key).cloned().unwrap_or_default()
         };
         let _ = hold.grow(log.len()).await;
@@ -168,6 +159,31 @@ impl ChannelIo for FakeIo {
         "runner output".into()
     }
 
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+        let mut world = self.world();
+        world.call("create_pod", &pod.name_any())?;
+        let key = key_of(namespace, &pod.name_any());
+        if world.pods.contains_key(&key) {
+            return Err(status_error(409));
+        }
+        let mut pod = pod.clone();
+        pod.metadata.uid = Some(format!("pod-{}", world.next()));
+        pod.metadata.creation_timestamp = Some(Time(Timestamp::now()));
+        world.pods.insert(key, pod.clone());
+        Ok(pod)
+    }
+
+    async fn pod_cache_shows(
+        &self,
+        _key: &Key,
+        _created: Option<&str>,
+        _deleted: &[String],
+    ) -> bool {
+        !self.world().caches_lag
+    }
+}
+
+impl VersionIo for FakeIo {
     /// As the cache answers: only the channel's own (`relevant`).
     async fn versions(
         &self,
@@ -230,43 +246,6 @@ impl ChannelIo for FakeIo {
             .collect())
     }
 
-    async fn fetch(
-        &self,
-        options: &JsonOptions,
-        validators: &Validators,
-        _max: u64,
-        hold: &mut crate::budget::Hold,
-    ) -> Response {
-        let response = {
-            let mut world = self.world();
-            world.calls.push(format!("fetch {}", options.uri));
-            match &world.source {
-                Some(source) => source(validators),
-                None => Response::Failed("no source".into()),
-            }
-        };
-        if let Response::Body { data, .. } = &response {
-            let _ = hold.grow(data.len()).await;
-        }
-        response
-    }
-
-    async fn pull(
-        &self,
-        _namespace: &str,
-        options: &OciOptions,
-        known: &Validators,
-        _max: u64,
-        _hold: &mut crate::budget::Hold,
-    ) -> Response {
-        let mut world = self.world();
-        world.calls.push(format!("pull {}", options.image));
-        match &world.source {
-            Some(source) => source(known),
-            None => Response::Failed("no source".into()),
-        }
-    }
-
     async fn write_versions(
         &self,
         namespace: &str,
@@ -275,7 +254,7 @@ impl ChannelIo for FakeIo {
         let mut world = self.world();
         world
             .call("write_versions", namespace)
-            .map_err(crate::controller::pipeline::errors::kube_err("writing versions"))?;
+            .map_err(crate::controller::io::errors::kube_err("writing versions"))?;
         let mut written = Vec::new();
         for effect in effects {
             match effect {
@@ -301,52 +280,51 @@ impl ChannelIo for FakeIo {
         Ok(written)
     }
 
-    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+    async fn labelled_versions(
+        &self,
+        key: &Key,
+        continue_token: Option<String>,
+    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
         let mut world = self.world();
-        world.call("create_pod", &pod.name_any())?;
-        let key = key_of(namespace, &pod.name_any());
-        if world.pods.contains_key(&key) {
-            return Err(status_error(409));
-        }
-        let mut pod = pod.clone();
-        pod.metadata.uid = Some(format!("pod-{}", world.next()));
-        pod.metadata.creation_timestamp = Some(Time(Timestamp::now()));
-        world.pods.insert(key, pod.clone());
-        Ok(pod)
+        world.call("labelled_versions", &key.name)?;
+        Ok(pages::page(&world.versions, key, continue_token))
     }
 
-    async fn read_meta(
+    async fn read_version(
         &self,
-        kind: Kind,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<ObjectMeta>, kube::Error> {
-        self.world().read_meta(kind, &key_of(namespace, name))
+    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
+        let mut world = self.world();
+        world.call("read_version", name)?;
+        Ok(world.versions.get(&key_of(namespace, name)).cloned())
     }
 
-    async fn delete_object(
+    async fn patch_version(
         &self,
-        kind: Kind,
         namespace: &str,
         name: &str,
-        uid: &str,
+        patch: &serde_json::Value,
     ) -> Result<(), kube::Error> {
-        self.world()
-            .delete_object(kind, &key_of(namespace, name), uid)
+        let mut world = self.world();
+        world.call("patch_version", name)?;
+        let rv = world.next();
+        let Some(version) = world.versions.get_mut(&key_of(namespace, name)) else {
+            return Err(status_error(404));
+        };
+        *version = merged(version, patch, rv)?;
+        Ok(())
     }
+}
 
-    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
-        self.world()
-            .apply_config_map(&key_of(namespace, &map.name_any()), map)
-    }
-
-    async fn pod_cache_shows(
+impl StatusIo for FakeIo {
+    async fn read_channel(
         &self,
-        _key: &Key,
-        _created: Option<&str>,
-        _deleted: &[String],
-    ) -> bool {
-        !self.world().caches_lag
+        key: &Key,
+    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
+        let mut world = self.world();
+        world.call("read_channel", &key.name)?;
+        Ok(world.channels.get(key).cloned())
     }
 
     async fn patch_status(
@@ -389,40 +367,70 @@ impl ChannelIo for FakeIo {
         *channel = merged(channel, patch, rv)?;
         Ok(())
     }
+}
 
-    async fn labelled_versions(
+impl ObjectIo for FakeIo {
+    async fn read_meta(
         &self,
-        key: &Key,
-        continue_token: Option<String>,
-    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
-        let mut world = self.world();
-        world.call("labelled_versions", &key.name)?;
-        Ok(pages::page(&world.versions, key, continue_token))
-    }
-
-    async fn read_version(
-        &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
-        let mut world = self.world();
-        world.call("read_version", name)?;
-        Ok(world.versions.get(&key_of(namespace, name)).cloned())
+    ) -> Result<Option<ObjectMeta>, kube::Error> {
+        self.world().read_meta(kind, &key_of(namespace, name))
     }
 
-    async fn patch_version(
+    async fn delete_object(
         &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-        patch: &serde_json::Value,
+        uid: &str,
     ) -> Result<(), kube::Error> {
-        let mut world = self.world();
-        world.call("patch_version", name)?;
-        let rv = world.next();
-        let Some(version) = world.versions.get_mut(&key_of(namespace, name)) else {
-            return Err(status_error(404));
+        self.world()
+            .delete_object(kind, &key_of(namespace, name), uid)
+    }
+
+    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
+        self.world()
+            .apply_config_map(&key_of(namespace, &map.name_any()), map)
+    }
+}
+
+impl SourceIo for FakeIo {
+    async fn fetch(
+        &self,
+        options: &JsonOptions,
+        validators: &Validators,
+        _max: u64,
+        hold: &mut crate::budget::Hold,
+    ) -> Response {
+        let response = {
+            let mut world = self.world();
+            world.calls.push(format!("fetch {}", options.uri));
+            match &world.source {
+                Some(source) => source(validators),
+                None => Response::Failed("no source".into()),
+            }
         };
-        *version = merged(version, patch, rv)?;
-        Ok(())
+        if let Response::Body { data, .. } = &response {
+            let _ = hold.grow(data.len()).await;
+        }
+        response
+    }
+
+    async fn pull(
+        &self,
+        _namespace: &str,
+        options: &OciOptions,
+        known: &Validators,
+        _max: u64,
+        _hold: &mut crate::budget::Hold,
+    ) -> Response {
+        let mut world = self.world();
+        world.calls.push(format!("pull {}", options.image));
+        match &world.source {
+            Some(source) => source(known),
+            None => Response::Failed("no source".into()),
+        }
     }
 }

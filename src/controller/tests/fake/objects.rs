@@ -83,7 +83,10 @@ impl World {
         Ok(())
     }
 
-    pub(in crate::controller) fn create_event(&mut self, event: &Event) -> Result<Option<String>, kube::Error> {
+    pub(in crate::controller) fn create_event(
+        &mut self,
+        event: &Event,
+    ) -> Result<Option<String>, kube::Error> {
         self.call("create_event", &event.name_any())?;
         let mut event = event.clone();
         event.metadata.uid = Some(format!("ev-{}", self.next()));

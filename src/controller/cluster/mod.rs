@@ -1,6 +1,8 @@
 //! The I/O boundary over the API server: reads from the shared watch caches (the API server
 //! when a cache is not there or may be stale), writes that wait until the cache shows them.
 
+mod sources;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -12,16 +14,16 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::controller::Key;
 use crate::controller::caches::{self, Scope};
-use crate::controller::pipeline::errors::delete_uid;
-use crate::controller::io::{ChannelIo, Kind, Written};
-use crate::controller::versions::writer::{Op, VersionWriter, Writes};
+use crate::controller::io::errors::delete_uid;
+use crate::controller::io::{Kind, ObjectIo, PodIo, StatusIo, VersionIo, Written};
 use crate::controller::versions::all_or_nothing;
+use crate::controller::versions::writer::{Op, VersionWriter, Writes};
 use crate::controller::{Error, pods};
-use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
-use crate::config::{JsonOptions, OciOptions};
-use crate::fetch::{self, Response, Validators};
+
+use crate::fetch;
 use crate::metrics::Metrics;
 use crate::syncer::Effect;
 use crate::syncer::drift::Known;
@@ -101,7 +103,7 @@ fn parts(key: &Key) -> (String, &str) {
     (key.namespace.clone().unwrap_or_default(), key.name.as_str())
 }
 
-impl ChannelIo for KubeIo {
+impl PodIo for KubeIo {
     fn running_syncs(&self) -> HashSet<Key> {
         self.scopes.iter().flat_map(Scope::running_syncs).collect()
     }
@@ -112,14 +114,6 @@ impl ChannelIo for KubeIo {
         if let Some(sender) = at.and_then(|i| self.wake.get(i)) {
             let _ = sender.unbounded_send(key);
         }
-    }
-
-    async fn read_channel(
-        &self,
-        key: &Key,
-    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
-        let (ns, name) = parts(key);
-        self.api::<ManagedOSVersionChannel>(&ns).get_opt(name).await
     }
 
     async fn pod(&self, key: &Key, fresh: bool) -> Result<Option<Arc<Pod>>, kube::Error> {
@@ -147,6 +141,33 @@ impl ChannelIo for KubeIo {
         pods::runner_tail(&self.api(&ns), name).await
     }
 
+    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+        self.api::<Pod>(namespace)
+            .create(&PostParams::default(), pod)
+            .await
+    }
+
+    async fn pod_cache_shows(&self, key: &Key, created: Option<&str>, deleted: &[String]) -> bool {
+        let (ns, name) = parts(key);
+        let Some(scope) = self.scope(&ns) else {
+            return true;
+        };
+        caches::wait_until(|| {
+            let cached = scope.pod(&ns, name);
+            let uid = cached.as_ref().and_then(|p| p.uid());
+            let shows_created = created.is_none_or(|c| uid.as_deref() == Some(c));
+            let shows_deleted = deleted.iter().all(|d| {
+                cached.as_ref().is_none_or(|p| {
+                    uid.as_deref() != Some(d.as_str()) || p.metadata.deletion_timestamp.is_some()
+                })
+            });
+            shows_created && shows_deleted
+        })
+        .await
+    }
+}
+
+impl VersionIo for KubeIo {
     /// From the watch cache (listed only if the cache is not filled yet, which happens
     /// once, at start: then every version of the namespace, none remembered).
     async fn versions(
@@ -183,34 +204,6 @@ impl ChannelIo for KubeIo {
             .scope(namespace)
             .map(|scope| scope.versions.named(namespace, names))
             .unwrap_or_default())
-    }
-
-    async fn fetch(
-        &self,
-        options: &JsonOptions,
-        validators: &Validators,
-        max: u64,
-        hold: &mut crate::budget::Hold,
-    ) -> Response {
-        fetch::get(&self.http, options, validators, max, hold).await
-    }
-
-    /// The Secrets are read fresh (no cache of Secrets is kept), one request each.
-    async fn pull(
-        &self,
-        namespace: &str,
-        options: &OciOptions,
-        known: &Validators,
-        max: u64,
-        hold: &mut crate::budget::Hold,
-    ) -> Response {
-        let secrets = self.api(namespace);
-        match crate::registry::secrets::access(&secrets, options).await {
-            Ok(access) => {
-                crate::registry::pull(&self.registry, options, &access, known, max, hold).await
-            }
-            Err(why) => Response::Failed(format!("pulling {}: {why}", options.image)),
-        }
     }
 
     /// Waits until the versions cache shows every write (each version at the
@@ -253,79 +246,53 @@ impl ChannelIo for KubeIo {
         Ok(written)
     }
 
-    async fn create_pod(&self, namespace: &str, pod: &Pod) -> Result<Pod, kube::Error> {
-        self.api::<Pod>(namespace)
-            .create(&PostParams::default(), pod)
-            .await
-    }
-
-    async fn read_meta(
+    async fn labelled_versions(
         &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<ObjectMeta>, kube::Error> {
-        Ok(match kind {
-            Kind::Pod => self
-                .api::<Pod>(namespace)
-                .get_metadata_opt(name)
-                .await?
-                .map(|m| m.metadata),
-            Kind::ConfigMap => self
-                .api::<ConfigMap>(namespace)
-                .get_metadata_opt(name)
-                .await?
-                .map(|m| m.metadata),
-        })
-    }
-
-    async fn delete_object(
-        &self,
-        kind: Kind,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-    ) -> Result<(), kube::Error> {
-        let params = delete_uid(uid, false);
-        match kind {
-            Kind::Pod => self
-                .api::<Pod>(namespace)
-                .delete(name, &params)
-                .await
-                .map(drop),
-            Kind::ConfigMap => self
-                .api::<ConfigMap>(namespace)
-                .delete(name, &params)
-                .await
-                .map(drop),
+        key: &Key,
+        continue_token: Option<String>,
+    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
+        let (ns, name) = parts(key);
+        let selector = format!("{}={name}", crate::api::CHANNEL_LABEL);
+        let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
+        if let Some(token) = continue_token {
+            params = params.continue_token(&token);
         }
+        let list = self
+            .api::<ManagedOSVersion>(&ns)
+            .list_metadata(&params)
+            .await?;
+        let next = list.metadata.continue_.filter(|t| !t.is_empty());
+        Ok((list.items.into_iter().map(|v| v.metadata).collect(), next))
     }
 
-    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
-        let name = map.name_any();
-        self.api::<ConfigMap>(namespace)
-            .patch(&name, &manager().force(), &Patch::Apply(map))
+    async fn read_version(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
+        self.api::<ManagedOSVersion>(namespace).get_opt(name).await
+    }
+
+    async fn patch_version(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        self.version_writer(namespace)
+            .patch(Op::Orphan, name, &manager(), &Patch::Merge(patch))
             .await
             .map(drop)
     }
+}
 
-    async fn pod_cache_shows(&self, key: &Key, created: Option<&str>, deleted: &[String]) -> bool {
+impl StatusIo for KubeIo {
+    async fn read_channel(
+        &self,
+        key: &Key,
+    ) -> Result<Option<ManagedOSVersionChannel>, kube::Error> {
         let (ns, name) = parts(key);
-        let Some(scope) = self.scope(&ns) else {
-            return true;
-        };
-        caches::wait_until(|| {
-            let cached = scope.pod(&ns, name);
-            let uid = cached.as_ref().and_then(|p| p.uid());
-            let shows_created = created.is_none_or(|c| uid.as_deref() == Some(c));
-            let shows_deleted = deleted.iter().all(|d| {
-                cached.as_ref().is_none_or(|p| {
-                    uid.as_deref() != Some(d.as_str()) || p.metadata.deletion_timestamp.is_some()
-                })
-            });
-            shows_created && shows_deleted
-        })
-        .await
+        self.api::<ManagedOSVersionChannel>(&ns).get_opt(name).await
     }
 
     async fn patch_status(
@@ -385,42 +352,55 @@ impl ChannelIo for KubeIo {
             .await
             .map(drop)
     }
+}
 
-    async fn labelled_versions(
+impl ObjectIo for KubeIo {
+    async fn read_meta(
         &self,
-        key: &Key,
-        continue_token: Option<String>,
-    ) -> Result<(Vec<ObjectMeta>, Option<String>), kube::Error> {
-        let (ns, name) = parts(key);
-        let selector = format!("{}={name}", crate::api::CHANNEL_LABEL);
-        let mut params = ListParams::default().labels(&selector).limit(LIST_PAGE);
-        if let Some(token) = continue_token {
-            params = params.continue_token(&token);
-        }
-        let list = self
-            .api::<ManagedOSVersion>(&ns)
-            .list_metadata(&params)
-            .await?;
-        let next = list.metadata.continue_.filter(|t| !t.is_empty());
-        Ok((list.items.into_iter().map(|v| v.metadata).collect(), next))
-    }
-
-    async fn read_version(
-        &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<ManagedOSVersion>, kube::Error> {
-        self.api::<ManagedOSVersion>(namespace).get_opt(name).await
+    ) -> Result<Option<ObjectMeta>, kube::Error> {
+        Ok(match kind {
+            Kind::Pod => self
+                .api::<Pod>(namespace)
+                .get_metadata_opt(name)
+                .await?
+                .map(|m| m.metadata),
+            Kind::ConfigMap => self
+                .api::<ConfigMap>(namespace)
+                .get_metadata_opt(name)
+                .await?
+                .map(|m| m.metadata),
+        })
     }
 
-    async fn patch_version(
+    async fn delete_object(
         &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
-        patch: &serde_json::Value,
+        uid: &str,
     ) -> Result<(), kube::Error> {
-        self.version_writer(namespace)
-            .patch(Op::Orphan, name, &manager(), &Patch::Merge(patch))
+        let params = delete_uid(uid, false);
+        match kind {
+            Kind::Pod => self
+                .api::<Pod>(namespace)
+                .delete(name, &params)
+                .await
+                .map(drop),
+            Kind::ConfigMap => self
+                .api::<ConfigMap>(namespace)
+                .delete(name, &params)
+                .await
+                .map(drop),
+        }
+    }
+
+    async fn apply_config_map(&self, namespace: &str, map: &ConfigMap) -> Result<(), kube::Error> {
+        let name = map.name_any();
+        self.api::<ConfigMap>(namespace)
+            .patch(&name, &manager().force(), &Patch::Apply(map))
             .await
             .map(drop)
     }
