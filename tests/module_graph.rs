@@ -310,3 +310,19 @@ fn no_source_file_over_450_lines() {
         .collect();
     assert!(long.is_empty(), "files over 450 lines: {long:#?}");
 }
+
+/// The controller is kept in rooms (folders, each with its own map in its `mod.rs`): only
+/// its own map and `Context` sit at its top, so a reader finds a file by its room.
+#[test]
+fn the_controller_has_only_its_map_and_context_outside_its_rooms() {
+    let dir = src().join("controller");
+    let mut loose: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|name| name != "mod.rs" && name != "context.rs")
+        .collect();
+    loose.sort();
+    assert!(loose.is_empty(), "files at the top of src/controller/: {loose:?}");
+}
