@@ -17,13 +17,6 @@ use crate::syncer::Note;
 /// The longest note the operator writes (the API server takes 1 KiB).
 const NOTE_BYTES: usize = 1000;
 
-/// Who publishes: the `reportingController` and `reportingInstance` of every Event.
-#[derive(Clone, Debug)]
-pub struct Reporter {
-    pub controller: String,
-    pub instance: String,
-}
-
 impl<I: ChannelIo> Context<I> {
     /// Publishes `note` on the channel (`uid`); the same note as the last one adds to its
     /// series.

@@ -13,7 +13,7 @@ use kube::{Api, Client, Resource};
 use tracing::{debug, info};
 
 use super::caches::{self, Scope};
-use super::events::Reporter;
+use super::context::Reporter;
 use super::kube_io::{self, KubeIo};
 use super::version_index::VersionIndex;
 use super::{Context, Key, decoding, error_policy, reconcile, version_meta};

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::events::Reporter;
+use super::context::Reporter;
 use super::fake::FakeIo;
 use super::*;
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER};
