@@ -1,6 +1,41 @@
 //! Content digests (`<algorithm>:<hex>`) as OCI names them: computed, checked, compared.
 //! Below `registry` and `cosign`, which both name content by digest.
 
+/// The tags named after a digest (`<algorithm>-<hex>`, the `:` a tag cannot hold made a
+/// `-`), where a registry keeps what refers to an image: the OCI referrers tag (for
+/// registries without the referrers API) and cosign's signature, attestation and SBOM tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DigestTag {
+    /// `sha256-<hex>`
+    Referrers,
+    /// `sha256-<hex>.sig`
+    Signature,
+    /// `sha256-<hex>.att`
+    Attestation,
+    /// `sha256-<hex>.sbom`
+    Sbom,
+}
+
+impl DigestTag {
+    /// Cosign's three tags.
+    pub const COSIGN: [DigestTag; 3] = [
+        DigestTag::Signature,
+        DigestTag::Attestation,
+        DigestTag::Sbom,
+    ];
+
+    /// The tag of this kind for `digest` (`<algorithm>:<hex>`).
+    pub fn of(self, digest: &str) -> String {
+        let flat = digest.replacen(':', "-", 1);
+        match self {
+            DigestTag::Referrers => flat,
+            DigestTag::Signature => format!("{flat}.sig"),
+            DigestTag::Attestation => format!("{flat}.att"),
+            DigestTag::Sbom => format!("{flat}.sbom"),
+        }
+    }
+}
+
 /// The digest (`sha256:<hex>`) of bytes.
 pub fn sha256(data: &[u8]) -> String {
     Algorithm::Sha256.digest(data)
@@ -66,4 +101,20 @@ impl Algorithm {
 /// client does not verify.
 pub fn matches(expected: &str, data: &[u8]) -> Option<bool> {
     Algorithm::of(expected).map(|a| a.digest(data) == expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tags_of_a_digest_spell_it_with_a_dash() {
+        let d = sha256(b"x");
+        let flat = format!("sha256-{}", d.strip_prefix("sha256:").unwrap());
+        assert_eq!(DigestTag::Referrers.of(&d), flat);
+        assert_eq!(
+            DigestTag::COSIGN.map(|t| t.of("sha256:ab")),
+            ["sha256-ab.sig", "sha256-ab.att", "sha256-ab.sbom"]
+        );
+    }
 }

@@ -233,15 +233,6 @@ pub fn narrow_index(
         .map_err(|e| e.to_string())
 }
 
-/// The cosign tags of a digest (`sha256-<hex>.sig`, `.att`, `.sbom`).
-pub fn cosign_tags(digest: &str) -> Vec<String> {
-    let flat = digest.replacen(':', "-", 1);
-    ["sig", "att", "sbom"]
-        .iter()
-        .map(|s| format!("{flat}.{s}"))
-        .collect()
-}
-
 /// The channel to apply at the site: `type: oci`, the mirrored artifact.
 pub fn channel_manifest(name: &str, image: &str, insecure: bool, signed: bool) -> Value {
     let mut options = json!({"image": image});

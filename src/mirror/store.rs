@@ -41,11 +41,7 @@ impl Registries {
             configs
                 .push(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?);
         }
-        configs.extend(
-            crate::validate::image::login_files()
-                .into_iter()
-                .filter_map(|f| std::fs::read(f).ok()),
-        );
+        configs.extend(registry::auth::login_configs());
         Ok(Registries {
             client,
             insecure: args.insecure.clone(),
@@ -61,9 +57,7 @@ impl Registries {
     }
 
     pub(super) fn credentials(&self, host: &str) -> Option<Credentials> {
-        self.configs
-            .iter()
-            .find_map(|c| registry::auth::lookup(c, host).ok().flatten())
+        registry::auth::first_credentials(&self.configs, host)
     }
 }
 
