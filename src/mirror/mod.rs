@@ -13,10 +13,14 @@ mod copy;
 pub mod layout;
 pub mod plan;
 mod referrers;
+mod registries;
 mod source;
 mod store;
 mod trust;
 mod walk;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -32,7 +36,8 @@ use crate::config::ImageRef;
 use copy::{copy_image, publish};
 use layout::Layout;
 use plan::{Dest, Source};
-use store::{Registries, Store};
+use registries::Registries;
+use store::Store;
 use walk::{State, Stats};
 
 /// The largest channel data read from a file, URL or layout.

@@ -113,7 +113,11 @@ async fn listed(store: &Store<'_>, loc: &Loc, digest: &str) -> Result<(bool, Vec
     if let Some(index) = store.referrers(loc, digest).await.map_err(fail)? {
         return Ok((true, descriptors(&index).map_err(at)?));
     }
-    match store.manifest(loc, &DigestTag::Referrers.of(digest)).await.map_err(fail)? {
+    match store
+        .manifest(loc, &DigestTag::Referrers.of(digest))
+        .await
+        .map_err(fail)?
+    {
         Some((index, _)) => Ok((false, descriptors(&index).map_err(at)?)),
         None => Ok((false, Vec::new())),
     }

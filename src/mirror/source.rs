@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::MAX_DATA_BYTES;
 use super::plan::Source;
-use super::store::{Registries, Store};
+use super::registries::Registries;
+use super::store::Store;
 use crate::config::ImageRef;
 use crate::registry;
 
