@@ -45,7 +45,8 @@ impl Stats {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub(super) enum State {
     /// Sent now (or, in a dry run, would be).
     Copied,
