@@ -165,16 +165,17 @@ impl Remote for Memory {
     ) -> Op<'a, ()> {
         let repo = loc.name();
         // What it names must be here first: its blobs, and an index's manifests.
-        let (children, blobs) = match super::plan::children(body) {
+        let named = match manifest::contents(body) {
             Ok(c) => c,
             Err(e) => return ready(Err(PullError::Bad(e))),
         };
-        let lacking = children
+        let lacking = named
+            .manifests
             .iter()
-            .find(|(d, _)| !self.has_manifest(&repo, d))
-            .or_else(|| blobs.iter().find(|(d, _)| !self.has(&repo, d)));
-        if let Some((d, _)) = lacking {
-            return ready(Err(PullError::Bad(format!("{repo}: {d} unknown"))));
+            .find(|c| !self.has_manifest(&repo, &c.digest))
+            .or_else(|| named.blobs.iter().find(|b| !self.has(&repo, &b.digest)));
+        if let Some(d) = lacking {
+            return ready(Err(PullError::Bad(format!("{repo}: {} unknown", d.digest))));
         }
         self.wrote(loc);
         let digest = registry::sha256(body);
@@ -227,6 +228,6 @@ pub(super) fn index(mem: &Memory, repo: &str, children: &[Vec<u8>]) -> Vec<u8> {
 
 /// The digests of the config and layer of an image manifest made by [`image`].
 pub(super) fn blobs_of(body: &[u8]) -> Vec<String> {
-    let (_, blobs) = super::plan::children(body).unwrap();
-    blobs.into_iter().map(|(d, _)| d).collect()
+    let named = manifest::contents(body).unwrap();
+    named.blobs.into_iter().map(|b| b.digest).collect()
 }
