@@ -98,6 +98,16 @@ impl ImageRef {
     }
 }
 
+/// An architecture as images name it, from the kernel's name of it (`uname -m`); any
+/// other name as it is.
+fn oci_architecture(name: &str) -> &str {
+    match name {
+        "x86_64" | "x86-64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
 /// `os/architecture[/variant]`, as an image index lists them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Platform {
@@ -120,17 +130,35 @@ impl Platform {
     /// `linux/<the operator's architecture>`, in the names images use.
     pub fn host() -> Platform {
         let architecture = match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
             "powerpc64" => "ppc64le",
             "x86" => "386",
-            other => other,
+            other => oci_architecture(other),
         };
         Platform {
             os: "linux".into(),
             architecture: architecture.into(),
             variant: None,
         }
+    }
+
+    /// A platform as people and channel files write it (`spec.versions.platforms`, an
+    /// entry's `platforms`): `os/arch[/variant]` in any case, the kernel's names of the
+    /// architectures taken as the images' (`x86_64` is `amd64`), lowercase; `None` without
+    /// an os or an architecture.
+    pub fn loose(text: &str) -> Option<Platform> {
+        let mut parts = text.trim().split('/');
+        let os = parts.next().filter(|s| !s.is_empty())?;
+        let arch = parts.next().filter(|s| !s.is_empty())?.to_ascii_lowercase();
+        Some(Platform {
+            os: os.to_ascii_lowercase(),
+            architecture: oci_architecture(&arch).to_string(),
+            variant: parts.next().filter(|s| !s.is_empty()).map(str::to_string),
+        })
+    }
+
+    /// Whether both name the same os and architecture (the variant not compared).
+    pub fn same_machine(&self, other: &Platform) -> bool {
+        self.os == other.os && self.architecture == other.architecture
     }
 
     pub fn parse(text: &str) -> Result<Platform, String> {
