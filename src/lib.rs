@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod operator;
 pub mod pace;
+pub mod platform;
 pub mod policy;
 pub mod probe;
 pub mod reference;

@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::VersionsPolicy;
 use crate::channel::ChannelVersion;
-use crate::config::Platform;
+use crate::platform::Platform;
 
 pub mod semver;
 
