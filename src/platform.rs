@@ -67,6 +67,8 @@ impl Platform {
         self.os == other.os && self.architecture == other.architecture
     }
 
+    /// Strictly `os/architecture[/variant]`, each part letters and digits; `Err` says why
+    /// (the caller names its field or flag before it).
     pub fn parse(text: &str) -> Result<Platform, String> {
         let parts: Vec<&str> = text.trim().split('/').collect();
         let ok = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric());
@@ -82,7 +84,7 @@ impl Platform {
                 variant: Some(variant.to_string()),
             }),
             _ => Err(format!(
-                "spec.options.platform: {text:?} is not os/architecture[/variant] (like linux/amd64)"
+                "{text:?} is not os/architecture[/variant] (like linux/amd64)"
             )),
         }
     }

@@ -130,7 +130,7 @@ pub(super) fn oci_options(
     }
     let platform = match string(options, "platform")? {
         None => Platform::host(),
-        Some(p) => Platform::parse(&p)?,
+        Some(p) => Platform::parse(&p).map_err(|e| format!("spec.options.platform: {e}"))?,
     };
     Ok(OciOptions {
         image,

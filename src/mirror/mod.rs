@@ -96,8 +96,7 @@ pub struct MirrorArgs {
 }
 
 fn parse_platform(text: &str) -> Result<crate::config::Platform, String> {
-    crate::config::Platform::parse(text)
-        .map_err(|e| e.replace("spec.options.platform", "--platform"))
+    crate::config::Platform::parse(text).map_err(|e| format!("--platform: {e}"))
 }
 
 /// What a run does: copy, or only say what it would copy (`--dry-run`), or what DEST lacks

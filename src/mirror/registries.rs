@@ -28,10 +28,9 @@ impl Registries {
                 .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         if let Some(f) = &args.ca_file {
             let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
-            client = client.with_roots(&pem).map_err(|e| {
-                e.to_string()
-                    .replace("caSecretRef: ca.crt", &format!("--ca-file {}", f.display()))
-            })?;
+            client = client
+                .with_roots(&pem)
+                .map_err(|e| format!("--ca-file {} {e}", f.display()))?;
         }
         let mut configs = Vec::new();
         if let Some(f) = &args.registry_config {

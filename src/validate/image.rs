@@ -54,9 +54,7 @@ pub async fn pull_with(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let reference = ImageRef::parse(image)?;
     let platform = match &o.platform {
-        Some(p) => {
-            Platform::parse(p).map_err(|e| e.replace("spec.options.platform", "--platform"))?
-        }
+        Some(p) => Platform::parse(p).map_err(|e| format!("--platform: {e}"))?,
         None => Platform::host(),
     };
     let path = o.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
