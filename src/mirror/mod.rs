@@ -29,17 +29,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::cli::output::Format;
 use steps::{Copies, Sides};
 use walk::Stats;
 
 /// The largest channel data read from a file, URL or layout.
 const MAX_DATA_BYTES: u64 = 16 << 20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct MirrorArgs {
@@ -91,8 +86,16 @@ pub struct MirrorArgs {
     /// The most one request or blob may take
     #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = crate::duration::parse)]
     pub timeout: Duration,
-    #[arg(short = 'o', long, value_enum, default_value = "text")]
-    pub output: Output,
+    /// `text` for people, `json` or `yaml` (the same document) for scripts; also spelled
+    /// `--format`
+    #[arg(
+        short = 'o',
+        long,
+        visible_alias = "format",
+        value_enum,
+        default_value = "text"
+    )]
+    pub output: Format,
 }
 
 fn parse_platform(text: &str) -> Result<crate::config::Platform, String> {

@@ -9,7 +9,8 @@ use serde_json::Value;
 use super::plan::{self, Dest};
 use super::steps::{Channel, Published, Sides};
 use super::walk::{Copied, State, Stats};
-use super::{MirrorArgs, Mode, Output};
+use super::{MirrorArgs, Mode};
+use crate::cli::output::Format;
 
 #[derive(Serialize)]
 struct Summary {
@@ -96,11 +97,11 @@ pub(super) fn report(
         notes: channel.notes,
     };
     match args.output {
-        Output::Json => println!(
+        Format::Json | Format::Yaml => print!(
             "{}",
-            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+            crate::cli::output::document(args.output, &summary, false)
         ),
-        Output::Text => print_text(&summary, &sides.dest),
+        Format::Text => print_text(&summary, &sides.dest),
     }
     Ok(
         if summary.mode == Mode::Check && !summary.drift.is_empty() {

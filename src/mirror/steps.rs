@@ -16,7 +16,8 @@ use super::plan::{self, Dest, Source};
 use super::registries::Registries;
 use super::store::Store;
 use super::walk::{Copied, State, Stats};
-use super::{MirrorArgs, Mode, Output, source, trust};
+use super::{MirrorArgs, Mode, source, trust};
+use crate::cli::output::Format;
 use crate::config::ImageRef;
 use crate::cosign::sign::SigningKey;
 
@@ -214,7 +215,7 @@ pub(super) async fn copy_images(
     };
     // On a terminal, a line that redraws (images done, bytes sent, rate); elsewhere, only
     // the line of each image as it ends.
-    let progress = args.output == Output::Text && std::io::stderr().is_terminal();
+    let progress = args.output == Format::Text && std::io::stderr().is_terminal();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let started = std::time::Instant::now();
     let mut done = 0usize;
@@ -246,7 +247,7 @@ pub(super) async fn copy_images(
                 if c.state == State::Missing {
                     copies.drift.push(format!("{text}: DEST lacks {}", c.dest));
                 }
-                if args.output == Output::Text {
+                if args.output == Format::Text {
                     eprintln!("{:<8} {text} -> {}{}", c.state.word(), c.dest, c.detail());
                 }
                 copies.rewritten.insert(text.clone(), c.dest.clone());
