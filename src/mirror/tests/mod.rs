@@ -14,14 +14,17 @@ use serde_json::json;
 use super::store::{Bytes, Loc, Op, Remote};
 use crate::registry::{self, PullError, manifest};
 
+/// A map by repository (`registry/repository`) and a tag or digest.
+type ByRepo<T> = Mutex<BTreeMap<(String, String), T>>;
+
 /// A registry in memory (every host in one: keys are `registry/repository`).
 #[derive(Default)]
 pub(super) struct Memory {
     /// By repository and digest: the body and its media type.
-    manifests: Mutex<BTreeMap<(String, String), (Vec<u8>, String)>>,
+    manifests: ByRepo<(Vec<u8>, String)>,
     /// By repository and tag: the digest.
-    tags: Mutex<BTreeMap<(String, String), String>>,
-    blobs: Mutex<BTreeMap<(String, String), Vec<u8>>>,
+    tags: ByRepo<String>,
+    blobs: ByRepo<Vec<u8>>,
     /// The repository of every write, in order.
     pub(super) writes: Mutex<Vec<String>>,
 }
