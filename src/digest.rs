@@ -24,15 +24,24 @@ impl DigestTag {
         DigestTag::Sbom,
     ];
 
+    fn suffix(self) -> &'static str {
+        match self {
+            DigestTag::Referrers => "",
+            DigestTag::Signature => ".sig",
+            DigestTag::Attestation => ".att",
+            DigestTag::Sbom => ".sbom",
+        }
+    }
+
     /// The tag of this kind for `digest` (`<algorithm>:<hex>`).
     pub fn of(self, digest: &str) -> String {
-        let flat = digest.replacen(':', "-", 1);
-        match self {
-            DigestTag::Referrers => flat,
-            DigestTag::Signature => format!("{flat}.sig"),
-            DigestTag::Attestation => format!("{flat}.att"),
-            DigestTag::Sbom => format!("{flat}.sbom"),
-        }
+        format!("{}{}", digest.replacen(':', "-", 1), self.suffix())
+    }
+
+    /// The sha256 digest a tag of this kind is named after; `None`: not such a tag.
+    pub fn digest_in(self, tag: &str) -> Option<String> {
+        let hex = tag.strip_prefix("sha256-")?.strip_suffix(self.suffix())?;
+        Some(format!("sha256:{hex}"))
     }
 }
 
@@ -116,5 +125,10 @@ mod tests {
             DigestTag::COSIGN.map(|t| t.of("sha256:ab")),
             ["sha256-ab.sig", "sha256-ab.att", "sha256-ab.sbom"]
         );
+        for t in DigestTag::COSIGN {
+            assert_eq!(t.digest_in(&t.of(&d)), Some(d.clone()));
+        }
+        assert_eq!(DigestTag::Signature.digest_in("sha256-ab.att"), None);
+        assert_eq!(DigestTag::Signature.digest_in("v1.sig"), None);
     }
 }
