@@ -16,13 +16,6 @@ use crate::syncer::Note;
 /// The longest note the operator writes (the API server takes 1 KiB).
 const NOTE_BYTES: usize = 1000;
 
-/// Who publishes: the `reportingController` and `reportingInstance` of every Event.
-#[derive(Clone, Debug)]
-pub struct Reporter {
-    pub controller: String,
-    pub instance: String,
-}
-
 /// The last Event published on a channel (a repeat of it adds to its series).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LastEvent {

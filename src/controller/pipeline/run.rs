@@ -16,7 +16,7 @@ use crate::api::{CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersionChannel};
 use crate::controller::caches::decoding;
 use crate::controller::caches::{self, Scope};
 use crate::controller::cluster::{self as kube_io, KubeIo};
-use crate::controller::objects::events::Reporter;
+use crate::controller::context::Reporter;
 use crate::controller::versions::index::VersionIndex;
 use crate::controller::versions::meta as version_meta;
 use crate::controller::{Context, Key, error_policy, reconcile};
