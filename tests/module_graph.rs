@@ -513,7 +513,10 @@ fn the_controller_has_only_its_map_and_context_outside_its_rooms() {
         .filter(|name| name != "mod.rs" && name != "context.rs")
         .collect();
     loose.sort();
-    assert!(loose.is_empty(), "files at the top of src/controller/: {loose:?}");
+    assert!(
+        loose.is_empty(),
+        "files at the top of src/controller/: {loose:?}"
+    );
 }
 
 /// Every module of `src/lib.rs` has its paragraph in CONTRIBUTING.md's map of the house,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::api::ManagedOSVersionChannel;
 use crate::controller::Key;
 use crate::controller::io::ChannelIo;
-use crate::controller::pipeline::record::{Memory, Record, Wake};
+use crate::controller::records::{Memory, Record, Wake};
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
 

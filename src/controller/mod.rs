@@ -9,13 +9,16 @@
 //! - `versions`: the metadata-only version cache and its index, the one writer of versions
 //!   (paced per namespace, budgeted, counted) and a sync's writes, all or nothing;
 //! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
-//! - `pods`: the syncer pod and the sync slots (`slots`: who may sync, who waits, who is next);
+//! - `records`: what is kept per channel between reconciliations, and the sync slots
+//!   (`slots`: who may sync, who waits, who is next);
+//! - `pods`: the syncer pod;
 //! - `caches`: the shared watch caches, what triggers a reconciliation, and decoding that no
 //!   single object can break (`decoding`);
 //! - `cluster`: the I/O boundary implemented over the API server and the watch caches;
 //! - `pipeline`: one reconciliation's steps, the controller wiring that runs them (`run`),
-//!   what is kept per channel between them (`record`) and json and oci data (`remote`);
-//! - `context` (the one file beside this one): the state every reconciliation shares;
+//!   and json and oci data (`remote`);
+//! - `context` (the one file beside this one): the state every reconciliation shares, and
+//!   `Context`'s methods live with what they serve (`objects`, `pipeline::remote`);
 //! - `tests`: the pipeline's unit tests over an in-memory fake of `io` (`tests::fake`).
 //!
 //! Failure model: whatever fails in an attempt (an API error while observing, a write the
@@ -31,6 +34,7 @@ mod io;
 mod objects;
 mod pipeline;
 mod pods;
+mod records;
 pub mod versions;
 
 #[cfg(test)]

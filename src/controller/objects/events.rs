@@ -11,22 +11,11 @@ use crate::controller::Context;
 use crate::controller::Key;
 use crate::controller::io::ChannelIo;
 use crate::controller::io::errors::is_status;
+use crate::controller::records::LastEvent;
 use crate::syncer::Note;
 
 /// The longest note the operator writes (the API server takes 1 KiB).
 const NOTE_BYTES: usize = 1000;
-
-/// The last Event published on a channel (a repeat of it adds to its series).
-#[derive(Clone, Debug, PartialEq)]
-pub struct LastEvent {
-    pub name: String,
-    /// Its uid: a series is added to this Event only, never to a namesake made since.
-    pub uid: Option<String>,
-    pub warning: bool,
-    pub reason: &'static str,
-    pub note: String,
-    pub count: i32,
-}
 
 impl<I: ChannelIo> Context<I> {
     /// Publishes `note` on the channel (`uid`); the same note as the last one adds to its

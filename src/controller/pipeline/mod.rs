@@ -35,7 +35,6 @@ use crate::failure::SyncFailure;
 use crate::syncer::{self, Decision, Effect, Fetched, Needs, Observation, Outcome, Resolved};
 
 mod finish;
-pub(super) mod record;
 mod refresh;
 pub(super) mod remote;
 pub(super) mod run;

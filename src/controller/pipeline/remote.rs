@@ -7,7 +7,7 @@ use crate::config::{JsonOptions, OciOptions};
 use crate::controller::Context;
 use crate::controller::Key;
 use crate::controller::io::ChannelIo;
-use crate::controller::pipeline::record::Body;
+use crate::controller::records::Body;
 use crate::fetch::Response;
 use crate::syncer::Fetched;
 

@@ -1,8 +1,6 @@
 //! The syncer pod: creating and deleting it as decided (over the I/O boundary), and
 //! reading its logs (for the API server's implementation of it).
 
-pub(super) mod slots;
-
 use futures::AsyncReadExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::*;
 use crate::api::{CHANNEL_LABEL, FIELD_MANAGER};
-use crate::controller::io::PodIo;
 use crate::controller::context::Reporter;
+use crate::controller::io::PodIo;
 use crate::fetch::{Response, Validators};
 use crate::syncer::Settings;
 use crate::syncer::tests::{framed, ready_pod_status, settings};

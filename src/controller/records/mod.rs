@@ -6,13 +6,26 @@
 //! watch re-list) leaves the new one alone. Pure: the controller passes what it observed
 //! and wakes whom it is told to.
 
+pub(super) mod slots;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::controller::Key;
-use crate::controller::objects::events::LastEvent;
-use crate::controller::pods::slots::{Grant, Slots};
+use crate::controller::records::slots::{Grant, Slots};
 use crate::fetch::Validators;
+
+/// The last Event published on a channel (a repeat of it adds to its series).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastEvent {
+    pub name: String,
+    /// Its uid: a series is added to this Event only, never to a namesake made since.
+    pub uid: Option<String>,
+    pub warning: bool,
+    pub reason: &'static str,
+    pub note: String,
+    pub count: i32,
+}
 
 /// The last good body of a json channel.
 #[derive(Clone, Debug)]
