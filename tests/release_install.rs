@@ -134,16 +134,12 @@ pub(crate) fn deployed_image(rel: &Release) -> String {
         .to_string()
 }
 
-#[test]
-fn the_readme_install_from_a_release_directory_syncs_the_sample_channel() {
-    let rel = Release::new("release-install", 1);
-    let watched = rel.namespaces[0].clone();
-    let dir = temp_dir("release-install").join("release");
-    let dir = dir.to_str().unwrap();
-    let v = version();
+/// The README's install block, its lines as this test runs them: the README's names
+/// swapped for the test's own directory `dir`, release and namespace, the version for
+/// `version` (the README names this release's), and (the cluster is shared) the one
+/// namespace its operator watches.
+pub(crate) fn readme_install(rel: &Release, dir: &str, version: &str) -> Vec<String> {
     let block = doc_block("README.md", "tests/release_install.rs runs this block");
-    // The README's names, swapped for this test's: its own directory, release and
-    // namespace, and (the cluster is shared) the one namespace its operator watches.
     let script = substitute(
         &block,
         &[
@@ -155,12 +151,27 @@ fn the_readme_install_from_a_release_directory_syncs_the_sample_channel() {
             (
                 "--namespace rancheros-operator --create-namespace",
                 &format!(
-                    "--namespace {} --create-namespace --set operator.namespaces={{{watched}}}",
-                    rel.ns
+                    "--namespace {} --create-namespace --set operator.namespaces={{{}}}",
+                    rel.ns, rel.namespaces[0]
                 ),
+            ),
+            (
+                &format!("rancheros-operator-{}.", self::version()),
+                &format!("rancheros-operator-{version}."),
             ),
         ],
     );
+    script.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn the_readme_install_from_a_release_directory_syncs_the_sample_channel() {
+    let rel = Release::new("release-install", 1);
+    let watched = rel.namespaces[0].clone();
+    let dir = temp_dir("release-install").join("release");
+    let dir = dir.to_str().unwrap();
+    let v = version();
+    let script = readme_install(&rel, dir, v).join("\n");
     let (stdout, stderr) = run_script(&script, "the README's install");
     // scripts/release printed the digest, sha256sum -c checked both files.
     let digest = stdout
