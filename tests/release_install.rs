@@ -53,7 +53,10 @@ pub(crate) fn doc_block(doc: &str, runs_it: &str) -> String {
 pub(crate) fn substitute(block: &str, pairs: &[(&str, &str)]) -> String {
     let mut out = block.to_string();
     for (from, to) in pairs {
-        assert!(out.contains(from), "the block no longer says {from:?}:\n{block}");
+        assert!(
+            out.contains(from),
+            "the block no longer says {from:?}:\n{block}"
+        );
         out = out.replace(from, to);
     }
     out
@@ -105,7 +108,12 @@ pub(crate) fn version() -> &'static str {
 
 /// Waits until the operator of `rel` synced `channel` in `ns` (Ready, Synchronized) after
 /// the sync request `requested` (the annotation's value; None: any sync); the channel.
-pub(crate) fn wait_synced(rel: &Release, ns: &str, channel: &str, requested: Option<&str>) -> Value {
+pub(crate) fn wait_synced(
+    rel: &Release,
+    ns: &str,
+    channel: &str,
+    requested: Option<&str>,
+) -> Value {
     wait_for(
         &format!("{ns}/{channel} to be synchronized"),
         Duration::from_secs(180),
@@ -255,7 +263,9 @@ fn installing_the_crds_prints_no_warning() {
     assert_ne!(doctored, ours);
     let warned = create_warnings(&doctored);
     assert!(
-        warned.iter().any(|w| w.contains("unrecognized format \"uint32\"")),
+        warned
+            .iter()
+            .any(|w| w.contains("unrecognized format \"uint32\"")),
         "{warned:?}"
     );
 }

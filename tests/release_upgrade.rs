@@ -68,12 +68,12 @@ fn previous_release() -> (PathBuf, String) {
         .and_then(|n| n.strip_suffix(".tgz"))
         .unwrap()
         .to_string();
-    assert_ne!(version, version_now(), "the previous release is this version");
+    assert_ne!(
+        version,
+        self::version(),
+        "the previous release is this version"
+    );
     (dir, version)
-}
-
-fn version_now() -> &'static str {
-    version()
 }
 
 /// A custom channel whose runner prints `data`, with an `upgradeContainer` of its own.
@@ -140,7 +140,11 @@ fn objects(ns: &str) -> BTreeMap<String, Seen> {
                 "status": if kind.starts_with("managedosversions.") { item["status"].clone() } else { Value::Null },
             });
             out.insert(
-                format!("{}/{}", kind.split('.').next().unwrap(), meta["name"].as_str().unwrap()),
+                format!(
+                    "{}/{}",
+                    kind.split('.').next().unwrap(),
+                    meta["name"].as_str().unwrap()
+                ),
                 Seen {
                     uid: meta["uid"].clone(),
                     resource_version: meta["resourceVersion"].clone(),
@@ -155,10 +159,12 @@ fn objects(ns: &str) -> BTreeMap<String, Seen> {
 /// Asks every channel of `ns` for a sync now and waits until the operator of `rel` made it.
 fn sync_all(rel: &Release, ns: &str, channels: &[&str], stamp: &str) {
     for channel in channels {
-        run(kubectl().args(["annotate", "--overwrite", "--namespace", ns]).args([
-            &format!("managedosversionchannels.rancheros.cattle.io/{channel}"),
-            &format!("rancheros.cattle.io/sync-requested-at={stamp}"),
-        ]));
+        run(kubectl()
+            .args(["annotate", "--overwrite", "--namespace", ns])
+            .args([
+                &format!("managedosversionchannels.rancheros.cattle.io/{channel}"),
+                &format!("rancheros.cattle.io/sync-requested-at={stamp}"),
+            ]));
     }
     for channel in channels {
         wait_synced(rel, ns, channel, Some(stamp));
@@ -169,7 +175,7 @@ fn sync_all(rel: &Release, ns: &str, channels: &[&str], stamp: &str) {
 fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
     let (previous, previous_version) = previous_release();
     let previous = previous.to_str().unwrap().to_string();
-    let now = version_now();
+    let now = version();
     eprintln!("upgrading from {previous_version} ({previous}) to {now}");
     let _restore = RestoreCrds;
     let rel = Release::new("release-upgrade", 1);
@@ -178,7 +184,9 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
     // The previous release, installed as its users did: its CRDs, as its first install
     // created them, then the README's steps from its release directory.
     let (_, stderr) = run_script(
-        &format!("helm show crds {previous}/rancheros-operator-{previous_version}.tgz | kubectl apply -f -"),
+        &format!(
+            "helm show crds {previous}/rancheros-operator-{previous_version}.tgz | kubectl apply -f -"
+        ),
         "the previous release's CRDs",
     );
     assert_eq!(warnings(&stderr, Some(LAST_APPLIED)), Vec::<String>::new());
@@ -186,7 +194,10 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
         .into_iter()
         .filter(|l| !l.starts_with("scripts/release"))
         .collect();
-    run_script(&install.join("\n"), "the README's install of the previous release");
+    run_script(
+        &install.join("\n"),
+        "the README's install of the previous release",
+    );
     let old_image = deployed_image(&rel);
     run(kubectl()
         .args(["rollout", "status", "deployment"])
@@ -221,14 +232,20 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
         .unwrap_or_else(|| panic!("scripts/release printed no digest:\n{stdout}"))
         .to_string();
     let upgrade = substitute(
-        &doc_block("docs/install.md", "tests/release_upgrade.rs runs this block"),
+        &doc_block(
+            "docs/install.md",
+            "tests/release_upgrade.rs runs this block",
+        ),
         &[
             ("VERSION", now),
             (
                 "helm upgrade rancheros-operator ",
                 &format!("helm upgrade {} ", rel.name),
             ),
-            ("--namespace rancheros-operator", &format!("--namespace {}", rel.ns)),
+            (
+                "--namespace rancheros-operator",
+                &format!("--namespace {}", rel.ns),
+            ),
             (
                 "--reset-then-reuse-values",
                 "--reset-then-reuse-values --wait --timeout 180s",
@@ -251,7 +268,10 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(ours.contains(&hash), "the installed CRD's schema hash {hash} is not this build's");
+    assert!(
+        ours.contains(&hash),
+        "the installed CRD's schema hash {hash} is not this build's"
+    );
 
     // The new operator syncs every channel again.
     sync_all(&rel, &watched, &channels, "after-upgrade");
@@ -267,7 +287,10 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
         let is = &after[name];
         assert_eq!(was.uid, is.uid, "{name} was replaced by another object");
         if !name.starts_with("managedosversions/") {
-            assert_eq!(was.content["spec"], is.content["spec"], "{name}'s spec changed");
+            assert_eq!(
+                was.content["spec"], is.content["spec"],
+                "{name}'s spec changed"
+            );
             continue;
         }
         if was.content == is.content {
@@ -283,6 +306,9 @@ fn upgrade_from_the_previous_release_keeps_every_channel_and_version() {
         "versions rewritten by the upgrade although nothing of them changed: {rewritten:?}"
     );
     // (a version whose content the new release writes otherwise may change: none here)
-    assert!(changed.is_empty(), "versions changed by the upgrade: {changed:#?}");
+    assert!(
+        changed.is_empty(),
+        "versions changed by the upgrade: {changed:#?}"
+    );
     let _ = std::fs::remove_dir_all(Path::new(&dir).parent().unwrap());
 }
