@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use chart_support::*;
 use serde_json::Value;
 
-fn kubectl() -> Command {
+pub(crate) fn kubectl() -> Command {
     assert!(
         std::env::var_os("KUBECONFIG").is_some(),
         "KUBECONFIG is not set: the chart's end-to-end tests need the local cluster. \
@@ -35,12 +35,12 @@ fn kubectl() -> Command {
     command("kubectl")
 }
 
-fn kubectl_json(args: &[&str]) -> Value {
+pub(crate) fn kubectl_json(args: &[&str]) -> Value {
     let out = run(kubectl().args(args).args(["-o", "json"]));
     serde_json::from_str(&out).unwrap()
 }
 
-fn kubectl_apply(yaml: &str) {
+pub(crate) fn kubectl_apply(yaml: &str) {
     let mut cmd = kubectl();
     cmd.args(["apply", "-f", "-"]);
     let out = run_with_stdin(cmd, yaml);
@@ -51,7 +51,7 @@ fn kubectl_apply(yaml: &str) {
     );
 }
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -61,14 +61,14 @@ fn unique(prefix: &str) -> String {
 
 /// A Helm release in its own namespace (plus watched namespaces); on drop, uninstalled
 /// and every namespace deleted, whatever happened.
-struct Release {
-    name: String,
-    ns: String,
-    namespaces: Vec<String>,
+pub(crate) struct Release {
+    pub(crate) name: String,
+    pub(crate) ns: String,
+    pub(crate) namespaces: Vec<String>,
 }
 
 impl Release {
-    fn new(prefix: &str, watched: usize) -> Self {
+    pub(crate) fn new(prefix: &str, watched: usize) -> Self {
         let ns = unique(prefix);
         let namespaces: Vec<String> = (0..watched).map(|i| format!("{ns}-w{i}")).collect();
         // Unique: an all-namespaces release's ClusterRole is named after it.
@@ -97,7 +97,7 @@ impl Release {
         all
     }
 
-    fn fullname(&self) -> String {
+    pub(crate) fn fullname(&self) -> String {
         format!("{}-rancheros-operator", self.name)
     }
 
@@ -160,7 +160,7 @@ impl Release {
         }
     }
 
-    fn operator_pods(&self) -> Value {
+    pub(crate) fn operator_pods(&self) -> Value {
         kubectl_json(&[
             "get",
             "pods",
@@ -171,7 +171,7 @@ impl Release {
         ])
     }
 
-    fn diagnostics(&self) -> String {
+    pub(crate) fn diagnostics(&self) -> String {
         let mut out = String::new();
         for ns in self.all_namespaces() {
             out += &String::from_utf8_lossy(
@@ -215,7 +215,7 @@ impl Drop for Release {
     }
 }
 
-fn wait_for<T>(
+pub(crate) fn wait_for<T>(
     what: &str,
     timeout: Duration,
     diagnostics: impl Fn() -> String,
@@ -238,7 +238,7 @@ fn wait_for<T>(
 
 /// The product contract's sample channel (spec section 2), in namespace `ns`, with the
 /// image swapped for the local runner image (nothing can be pulled here).
-fn sample_channel(ns: &str) -> String {
+pub(crate) fn sample_channel(ns: &str) -> String {
     let runner =
         std::env::var("RANCHEROS_RUNNER_IMAGE").unwrap_or_else(|_| "rancheros-runner:test".into());
     r#"apiVersion: rancheros.cattle.io/v1
@@ -261,7 +261,7 @@ spec:
     .replace("RUNNER", &runner)
 }
 
-fn ready_condition(channel: &Value) -> Option<(String, String, String)> {
+pub(crate) fn ready_condition(channel: &Value) -> Option<(String, String, String)> {
     channel["status"]["conditions"]
         .as_array()?
         .iter()

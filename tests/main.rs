@@ -29,4 +29,6 @@ mod operability;
 mod operator;
 mod pod_security;
 mod release;
+mod release_install;
+mod release_upgrade;
 mod tenancy;

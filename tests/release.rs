@@ -92,6 +92,42 @@ fn crate_chart_and_image_share_one_version() {
             .contains(&format!("image: rancheros-operator:{version}\n")),
         "artifacthub.io/images does not list rancheros-operator:{version}: {annotation}"
     );
+    // The install docs name this version wherever they name one (the file names of a
+    // release directory, the image tag the chart runs): a bump that forgets them fails here,
+    // not at a user's `helm install`.
+    for doc in ["README.md", "docs/install.md"] {
+        let text = read(doc);
+        let named = versions_named(&text);
+        assert!(
+            doc != "README.md" || !named.is_empty(),
+            "{doc} names no version"
+        );
+        for v in named {
+            assert_eq!(
+                v, version,
+                "{doc} names rancheros-operator {v}, the release is {version}"
+            );
+        }
+    }
+}
+
+/// The versions `rancheros-operator-X.Y.Z` and `rancheros-operator:X.Y.Z` in `text`.
+fn versions_named(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for sep in ["rancheros-operator-", "rancheros-operator:"] {
+        for (i, _) in text.match_indices(sep) {
+            let rest = &text[i + sep.len()..];
+            let v: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let v = v.trim_end_matches('.');
+            if v.split('.').count() == 3 && v.split('.').all(|p| !p.is_empty()) {
+                out.push(v.to_string());
+            }
+        }
+    }
+    out
 }
 
 fn sha256_hex(data: &[u8]) -> String {

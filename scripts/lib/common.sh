@@ -125,6 +125,18 @@ HOST_PKGS="gcc libc6-dev curl ca-certificates python3 python3-pip python3-venv g
 # Packages the node needs at run time.
 NODE_PKGS="runc containernetworking-plugins iptables conntrack openssl ca-certificates busybox-static bash-static procps util-linux iproute2 kmod"
 
+# --- the static build of the tests, the demo and the previous release ----------------------
+# static_build_env: exports the settings of scripts/test's build (a variable already set
+# wins). Static (crt-static, like the image's binary), so that the image can carry the same
+# binary the host runs; --target keeps build scripts and proc macros, which run on this host,
+# dynamic. Line tables only: backtraces keep file:line, and the links are much faster than
+# with full debug info (docs/testing.md).
+static_build_env() {
+	export CARGO_BUILD_TARGET="${CARGO_BUILD_TARGET:-x86_64-unknown-linux-gnu}"
+	export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="${CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS:--C target-feature=+crt-static}"
+	export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+}
+
 # --- cargo target dirs shared by several clones (scripts/test, scripts/images) --------------
 # A fresh clone reuses the compiled dependencies of the last run. But cargo decides whether the
 # crate itself is fresh by comparing its files' mtimes with the artifacts', and its

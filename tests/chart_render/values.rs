@@ -7,7 +7,8 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
     let docs = render(&[]);
     let c = check_common(&docs, "rel-rancheros-operator");
     assert_eq!(
-        c["image"], "rancheros-operator:0.4.0",
+        c["image"],
+        format!("rancheros-operator:{}", env!("CARGO_PKG_VERSION")).as_str(),
         "default tag: appVersion"
     );
     assert_eq!(c["imagePullPolicy"], "IfNotPresent");
