@@ -8,9 +8,9 @@
 //!   its Events, owned objects, sources), and API errors with their classes (`errors`);
 //! - `versions`: the metadata-only version cache and its index, the one writer of versions
 //!   (paced per namespace, budgeted, counted) and a sync's writes, all or nothing;
-//! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
 //! - `records`: what is kept per channel between reconciliations, and the sync slots
 //!   (`slots`: who may sync, who waits, who is next);
+//! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
 //! - `pods`: the syncer pod;
 //! - `caches`: the shared watch caches, what triggers a reconciliation, and decoding that no
 //!   single object can break (`decoding`);
