@@ -2,7 +2,8 @@
 //!
 //! Module map: `api` (the CRD types), `config` (a channel's spec, checked), `channel` (the
 //! channel data rules, shared with `validate`), `syncer` (the pure decision core),
-//! `controller` (the kube-rs controller that performs the decisions), `display` and
+//! `controller` (the kube-rs controller that performs the decisions), `admission` (what
+//! could refuse a version write, so that a sync dry-runs only there), `display` and
 //! `validate` (the other two subcommands), `cli` (`sync`, `status`, `suspend`, `resume`,
 //! `check`, run by users against a cluster), `client` (the kube client every command builds
 //! alike), `metrics`, `http_server` (the bounded server of the metrics and webhook ports),
@@ -24,6 +25,7 @@
     )
 )]
 
+pub mod admission;
 pub mod api;
 pub mod budget;
 pub mod channel;

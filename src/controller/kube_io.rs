@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+use tracing::debug;
 
 use super::Key;
 use super::caches::{self, Scope};
@@ -19,6 +20,7 @@ use super::io::{ChannelIo, Kind, Written};
 use super::writer::{Op, VersionWriter, Writes};
 use super::writes;
 use super::{Error, pods};
+use crate::admission::watch::{Admission, Plan};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::config::{JsonOptions, OciOptions};
 use crate::fetch::{self, Response, Validators};
@@ -42,6 +44,8 @@ pub struct KubeIo {
     pub writes: Writes,
     /// What one sync may write, and keep to undo its writes (`--max-sync-write-bytes`).
     pub max_write_bytes: usize,
+    /// What could refuse a version write: whether a sync dry-runs its writes first.
+    pub admission: Admission,
 }
 
 /// What bounds the version writes: their pace, and what a sync may keep to undo them.
@@ -49,6 +53,8 @@ pub struct WriteBounds {
     pub rates: crate::pace::Rates,
     /// `--max-sync-write-bytes`.
     pub max_undo_bytes: usize,
+    /// Whether a sync dry-runs its writes first, per namespace.
+    pub admission: Admission,
 }
 
 impl KubeIo {
@@ -70,6 +76,7 @@ impl KubeIo {
             metrics,
             writes: Writes::new(writes.rates),
             max_write_bytes: writes.max_undo_bytes,
+            admission: writes.admission,
         }
     }
 
@@ -223,10 +230,16 @@ impl ChannelIo for KubeIo {
         namespace: &str,
         effects: &[Effect],
     ) -> Result<Vec<Written>, Error> {
+        let plan = self.admission.plan(namespace);
+        match &plan {
+            Plan::Direct => debug!("writing versions without a dry run: nothing can refuse them"),
+            Plan::DryRun(why) => debug!("dry-running the version writes first: {why}"),
+        }
         let written = writes::write_all(
             &self.version_writer(namespace),
             effects,
             self.max_write_bytes,
+            plan != Plan::Direct,
         )
         .await?;
         if let Some(scope) = self.scope(namespace)
