@@ -100,8 +100,26 @@ impl Admission {
             quotas,
             always,
         };
+        if !always {
+            feeds.push(admission.clone().listed().boxed());
+        }
         let run = futures::future::join_all(feeds).map(drop);
         (admission, run)
+    }
+
+    /// Says (info) once every watch holds its first list; never ends.
+    async fn listed(self) {
+        let _ = self.validating.wait_until_ready().await;
+        let _ = self.mutating.wait_until_ready().await;
+        let _ = self.policies.wait_until_ready().await;
+        let _ = self.bindings.wait_until_ready().await;
+        for (_, store) in &self.quotas {
+            let _ = store.wait_until_ready().await;
+        }
+        info!(
+            "admission watches listed: syncs dry-run their version writes only where something could refuse them"
+        );
+        futures::future::pending::<()>().await;
     }
 
     /// Whether a sync in `namespace` dry-runs its writes first, and why.

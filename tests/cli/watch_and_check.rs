@@ -81,7 +81,7 @@ impl Drop for ClusterObjects {
 
 /// Grants the ServiceAccount `sa` of the test's namespace what the chart grants the
 /// operator, read from the chart's files/rbac.yaml: its namespace rules and Lease rules in
-/// the test's namespace, its CRD rules cluster-wide.
+/// the test's namespace, its CRD and admission rules cluster-wide.
 async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use kube::api::PostParams;
@@ -116,8 +116,10 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
         ("clusterrolebinding", name.clone()),
         ("clusterrole", name.clone()),
     ]);
+    let mut cluster_rules = rbac["crdRules"].as_array().unwrap().clone();
+    cluster_rules.extend(rbac["admissionRules"].as_array().unwrap().iter().cloned());
     let role: ClusterRole =
-        serde_json::from_value(json!({"metadata": {"name": name}, "rules": rbac["crdRules"]}))
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": cluster_rules}))
             .unwrap();
     Api::<ClusterRole>::all(t.client.clone())
         .create(&PostParams::default(), &role)

@@ -62,6 +62,24 @@ impl TestNs {
         self.wait_next_attempt(name, before, timeout).await
     }
 
+    /// Waits until the operator's log says its admission watches hold their first lists
+    /// and `object` (`KIND NAME`, the kind plural; `NS/NAME` for a ResourceQuota; `None`:
+    /// just the lists): from then on its syncs know what could refuse a version write.
+    pub async fn wait_admission_watched(&self, object: Option<&str>) {
+        let listed = "admission watches listed";
+        let line = object.map(|o| format!("admission: watching {o}"));
+        self.eventually(
+            &format!("the operator's admission watches ({listed}, {line:?})"),
+            Duration::from_secs(90),
+            || async {
+                let log = self.operator_log();
+                let seen = log.contains(listed) && line.as_ref().is_none_or(|l| log.contains(l));
+                seen.then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Waits until `api` has no object `name` (`what` names it in the failure).
     pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str, what: &str, timeout: Duration)
     where

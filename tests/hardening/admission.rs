@@ -12,6 +12,12 @@ async fn a_write_refused_by_admission_is_found_by_the_dry_run_and_changes_nothin
 
     // From now on an admission policy refuses versions whose version is "v-bad".
     let policy = Policy::validating(&t, "object.spec.version != 'v-bad'").await;
+    // ...and the operator sees it: the sync dry-runs where it could refuse.
+    let name = format!("refuse-{}", t.ns);
+    t.wait_admission_watched(Some(&format!("validatingadmissionpolicies {name}")))
+        .await;
+    t.wait_admission_watched(Some(&format!("validatingadmissionpolicybindings {name}")))
+        .await;
     let data = channel_data(&[("keep", "v2"), ("new", "v1"), ("bad", "v-bad")]);
     t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
         .await;

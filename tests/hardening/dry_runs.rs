@@ -1,0 +1,171 @@
+//! Where a sync dry-runs its version writes: only in a namespace where something could
+//! refuse them (a webhook, an admission policy, a quota counting versions), as the
+//! operator's read-only watches of those see it; elsewhere one request per write. Requests
+//! are counted by the API server's audit log.
+
+use super::*;
+
+const QUOTA_KEY: &str = "count/managedosversions.rancheros.cattle.io";
+
+/// Versions `(name, version)`, those named in `refused` labelled `refuse: "yes"`.
+fn labelled_data(versions: &[(&str, &str)], refused: &[&str]) -> Value {
+    let mut data = channel_data(versions);
+    for item in data.as_array_mut().unwrap() {
+        if refused.contains(&item["metadata"]["name"].as_str().unwrap()) {
+            item["metadata"]["labels"] = json!({"refuse": "yes"});
+        }
+    }
+    data
+}
+
+/// The requests in `after` that `before` did not have, by key.
+fn added(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> std::collections::BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, n)| (k.clone(), n - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_run_and_change_nothing()
+ {
+    let t = TestNs::started("hook-added", &[]).await;
+    t.wait_admission_watched(None).await;
+    let ch = t
+        .synced_custom("ch", &channel_data(&[("a", "v1"), ("b", "v1")]), SYNC)
+        .await;
+    // Nothing could refuse: the first sync wrote each version once, no dry run.
+    let requests = version_requests(&t.ns).await;
+    assert_eq!(requests, [("patch".to_string(), 2)].into(), "{requests:?}");
+
+    // A webhook (unreachable, failurePolicy Fail) for the versions of this namespace
+    // labelled refuse=yes: it refuses exactly those, as a policy engine's would.
+    let hooks: Api<DynamicObject> = Api::all_with(
+        t.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            ),
+            "validatingwebhookconfigurations",
+        ),
+    );
+    let name = format!("refuse-{}", t.ns);
+    let hook: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "refuse.rancheros.test",
+            "clientConfig": {"service": {"namespace": t.ns, "name": "nobody", "port": 443}},
+            "rules": [{"apiGroups": ["*"], "apiVersions": ["*"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["*/*"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}},
+            "objectSelector": {"matchLabels": {"refuse": "yes"}},
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 1
+        }]
+    }))
+    .unwrap();
+    hooks.create(&PostParams::default(), &hook).await.unwrap();
+    // In force at the API server (a labelled dry-run create is refused), and seen by the
+    // operator's watch.
+    let probe: rancheros_operator::api::ManagedOSVersion = serde_json::from_value(json!({
+        "metadata": {"name": "probe", "labels": {"refuse": "yes"}},
+        "spec": {"version": "v1", "type": "container"}
+    }))
+    .unwrap();
+    t.eventually("the webhook to take effect", SYNC, || async {
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        t.versions_api()
+            .create(&params, &probe)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    t.wait_admission_watched(Some(&format!("validatingwebhookconfigurations {name}")))
+        .await;
+
+    // The next sync creates c, then updates a and b; the webhook refuses b. Written
+    // directly, c and a would be written and then undone (a's resourceVersion moved); the
+    // dry run finds the refusal first.
+    let before = t.versions().await;
+    let audited = version_requests(&t.ns).await;
+    let data = labelled_data(&[("a", "v2"), ("b", "v2"), ("c", "v1")], &["b"]);
+    t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
+        .await;
+    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
+    let message = ready_message(&ch);
+    assert!(
+        message.starts_with(
+            "the API server refuses to apply version b (found by a dry run; nothing was changed)"
+        ),
+        "{message}"
+    );
+    let after = t.versions().await;
+    assert_eq!(
+        serde_json::to_value(&after).unwrap(),
+        serde_json::to_value(&before).unwrap(),
+        "every version is as it was, byte for byte"
+    );
+    let sent = added(&audited, &version_requests(&t.ns).await);
+    assert!(
+        sent.keys().all(|k| k.ends_with("(dry run)")),
+        "only dry runs were sent: {sent:?}"
+    );
+    let _ = hooks.delete(&name, &DeleteParams::default()).await;
+    t.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
+    let mut quota_ns = TestNs::new("dry-run-quota").await;
+    let free = TestNs::new("dry-run-free").await;
+    create_quota(&quota_ns, "versions", json!({QUOTA_KEY: "100"})).await;
+    // One operator for both namespaces.
+    quota_ns.start_operator(&["--namespace", &free.ns]);
+    quota_ns
+        .wait_admission_watched(Some(&format!("resourcequotas {}/versions", quota_ns.ns)))
+        .await;
+    let versions: Vec<(String, String)> = (1..=20)
+        .map(|i| (format!("v-{i:02}"), format!("{i}")))
+        .collect();
+    let versions: Vec<(&str, &str)> = versions
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let data = channel_data(&versions);
+    quota_ns.create_custom("ch", &data).await;
+    free.create_custom("ch", &data).await;
+    quota_ns.wait_ready("ch", "Synchronized", SYNC).await;
+    free.wait_ready("ch", "Synchronized", SYNC).await;
+
+    // The quota's namespace: each version dry-run (a create), then written (an apply).
+    let requests = version_requests(&quota_ns.ns).await;
+    assert_eq!(
+        requests,
+        [
+            ("create (dry run)".to_string(), 20),
+            ("patch".to_string(), 20)
+        ]
+        .into(),
+        "{requests:?}"
+    );
+    // The other namespace: one request per version.
+    let requests = version_requests(&free.ns).await;
+    assert_eq!(requests, [("patch".to_string(), 20)].into(), "{requests:?}");
+    free.cleanup().await;
+    quota_ns.cleanup().await;
+}
