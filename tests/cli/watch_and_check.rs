@@ -198,7 +198,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
     let o = cli_env(&args, &[(CHECK_GROUP_ENV, &good.group)], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
-    assert_eq!(lines.len(), 6, "{lines:#?}");
+    assert_eq!(lines.len(), 7, "{lines:#?}");
     assert!(lines.iter().all(|l| l.starts_with("ok  ")), "{lines:#?}");
     assert!(
         lines[0].starts_with(&format!(
@@ -208,7 +208,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         "{lines:#?}"
     );
     assert!(
-        lines[5].contains(&format!("holds the Lease {}/{lease}", t.ns)),
+        lines[6].contains(&format!("holds the Lease {}/{lease}", t.ns)),
         "{lines:#?}"
     );
     assert_eq!(stderr(&o), "");
@@ -221,7 +221,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
     .await;
     let doc = json_out(&o);
     assert_eq!(doc["ok"], true, "{doc}");
-    assert_eq!(doc["checks"].as_array().unwrap().len(), 6, "{doc}");
+    assert_eq!(doc["checks"].as_array().unwrap().len(), 7, "{doc}");
 
     // A CRD of another schema: one line names it, exit 1.
     let o = cli_env(&args, &[(CHECK_GROUP_ENV, &other.group)], CLI_LIMIT).await;
@@ -243,13 +243,13 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         stderr(&o)
     );
 
-    // Another ServiceAccount has none of the rights: the three RBAC lines fail.
+    // Another ServiceAccount has none of the rights: the four RBAC lines fail.
     let mut nobody = args.to_vec();
     nobody[4] = "nobody";
     let o = cli_env(&nobody, &[(CHECK_GROUP_ENV, &good.group)], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1));
     let failed = failed_checks(&o);
-    assert_eq!(failed.len(), 3, "{}", stdout(&o));
+    assert_eq!(failed.len(), 4, "{}", stdout(&o));
     assert!(
         failed
             .iter()
