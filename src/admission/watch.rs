@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -195,7 +196,7 @@ where
     let mut failed = false;
     watcher(api, watcher::Config::default())
         .modify(lean)
-        .default_backoff()
+        .backoff(Patient::default())
         .reflect(writer)
         .for_each(move |event| {
             match event {
@@ -222,11 +223,91 @@ where
         .boxed()
 }
 
+/// Retries of a failed admission watch: 1 s, doubling to 5 min. A watch the operator may not
+/// make (RBAC left out) fails every time; kube's default backoff would retry it, and warn,
+/// every 30 s for ever.
+struct Patient {
+    next: Duration,
+}
+
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const LAST_RETRY: Duration = Duration::from_secs(300);
+
+impl Default for Patient {
+    fn default() -> Self {
+        Patient { next: FIRST_RETRY }
+    }
+}
+
+impl Iterator for Patient {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = now.saturating_mul(2).min(LAST_RETRY);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for Patient {
+    fn reset(&mut self) {
+        self.next = FIRST_RETRY;
+    }
+}
+
 /// An object as the log names it: `NAME`, or `NAMESPACE/NAME`.
 fn shown(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     let name = meta.name.clone().unwrap_or_default();
     match &meta.namespace {
         Some(ns) => format!("{ns}/{name}"),
         None => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::utils::Backoff;
+
+    #[test]
+    fn a_failing_watch_retries_from_one_second_doubling_to_five_minutes() {
+        let mut b = Patient::default();
+        let secs: Vec<u64> = b.by_ref().take(11).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        b.reset();
+        assert_eq!(b.next(), Some(FIRST_RETRY));
+    }
+
+    #[test]
+    fn always_dry_runs_and_unlisted_watches_dry_run() {
+        let client = || {
+            let (service, _handle) = tower_test::mock::pair::<
+                http::Request<kube::client::Body>,
+                http::Response<kube::client::Body>,
+            >();
+            Client::new(service, "default")
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (always, _) = Admission::watch(&client(), &[None], true);
+            assert_eq!(
+                always.plan("ns"),
+                Plan::DryRun("--dry-run-versions=always".into())
+            );
+            // Nothing listed yet (the watches are not even polled).
+            let (auto, _) = Admission::watch(&client(), &[Some("ns".into())], false);
+            let Plan::DryRun(why) = auto.plan("ns") else {
+                panic!("writes directly before anything is listed")
+            };
+            assert!(
+                why.starts_with(
+                    "not watched (yet, or not allowed): validatingwebhookconfigurations, "
+                ),
+                "{why}"
+            );
+            assert!(why.ends_with("resourcequotas"), "{why}");
+        });
     }
 }

@@ -169,3 +169,95 @@ async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
     free.cleanup().await;
     quota_ns.cleanup().await;
 }
+
+#[tokio::test]
+async fn an_operator_that_may_not_watch_admission_dry_runs_every_sync() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let mut t = TestNs::new("no-admission-rbac").await;
+    // The chart's rules on the operator's own resources in this namespace, without those
+    // of the admission watches (RBAC left out): no ClusterRole, no ResourceQuota watch.
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/rancheros-operator/files/rbac.yaml"
+    );
+    let rbac: Value = serde_saphyr::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let rules: Vec<Value> = rbac["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["resources"] != json!(["resourcequotas"]))
+        .cloned()
+        .collect();
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "op"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let role: Role =
+        serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
+    Api::<Role>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "op"},
+        "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": t.ns}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(t.client.clone(), &t.ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    // The operator as that ServiceAccount (kube-rs's impersonation of the test's admin).
+    let user = format!("system:serviceaccount:{}:op", t.ns);
+    let groups = format!(
+        "system:serviceaccounts,system:serviceaccounts:{},system:authenticated",
+        t.ns
+    );
+    let _op = t.spawn_operator(
+        &[],
+        &[
+            ("KUBE_RS_DEBUG_IMPERSONATE_USER", &user),
+            ("KUBE_RS_DEBUG_IMPERSONATE_GROUP", &groups),
+        ],
+    );
+    t.eventually(
+        "the operator to find it may not watch admission",
+        SYNC,
+        || async {
+            let log = t.operator_log();
+            let forbidden = log.contains("admission: cannot watch validatingwebhookconfigurations")
+                && log.contains("admission: cannot watch resourcequotas");
+            forbidden.then_some(())
+        },
+    )
+    .await;
+
+    // Nothing in the namespace could refuse, but the operator cannot know: it dry-runs.
+    t.create_custom(
+        "ch",
+        &channel_data(&[("a", "v1"), ("b", "v1"), ("c", "v1")]),
+    )
+    .await;
+    t.wait_ready("ch", "Synchronized", SYNC).await;
+    let requests = version_requests(&t.ns).await;
+    assert_eq!(
+        requests,
+        [
+            ("create (dry run)".to_string(), 3),
+            ("patch".to_string(), 3)
+        ]
+        .into(),
+        "{requests:?}"
+    );
+    assert!(
+        t.operator_log()
+            .contains("dry-running the version writes first: not watched"),
+        "{}",
+        t.operator_log()
+    );
+    t.cleanup().await;
+}
