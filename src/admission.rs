@@ -52,39 +52,28 @@ pub struct Observed {
 /// (`validating webhook CONFIG/WEBHOOK`, `admission policy P (binding B)`,
 /// `ResourceQuota NAME`); empty: nothing can.
 pub fn refusers(observed: &Observed, namespace: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for config in &observed.validating_webhooks {
-        for hook in config.webhooks.iter().flatten() {
-            if webhook_applies(
-                hook.rules.as_deref(),
-                hook.match_policy.as_deref(),
-                hook.namespace_selector.as_ref(),
-                namespace,
-            ) {
-                out.push(format!(
-                    "validating webhook {}/{}",
-                    config.name_any(),
-                    hook.name
-                ));
-            }
-        }
+    // Each webhook as (kind, configuration, what decides whether it applies); the two
+    // configuration types have the same fields, but no trait in common.
+    macro_rules! hooks {
+        ($configs:expr, $kind:literal) => {
+            $configs.iter().flat_map(|c| {
+                c.webhooks.iter().flatten().map(move |h| {
+                    let hook = Hook {
+                        name: &h.name,
+                        rules: h.rules.as_deref(),
+                        match_policy: h.match_policy.as_deref(),
+                        namespace_selector: h.namespace_selector.as_ref(),
+                    };
+                    ($kind, c.name_any(), hook)
+                })
+            })
+        };
     }
-    for config in &observed.mutating_webhooks {
-        for hook in config.webhooks.iter().flatten() {
-            if webhook_applies(
-                hook.rules.as_deref(),
-                hook.match_policy.as_deref(),
-                hook.namespace_selector.as_ref(),
-                namespace,
-            ) {
-                out.push(format!(
-                    "mutating webhook {}/{}",
-                    config.name_any(),
-                    hook.name
-                ));
-            }
-        }
-    }
+    let mut out: Vec<String> = hooks!(observed.validating_webhooks, "validating")
+        .chain(hooks!(observed.mutating_webhooks, "mutating"))
+        .filter(|(_, _, hook)| hook.applies(namespace))
+        .map(|(kind, config, hook)| format!("{kind} webhook {config}/{}", hook.name))
+        .collect();
     for policy in &observed.policies {
         let name = policy.name_any();
         let constraints = policy
@@ -129,8 +118,27 @@ pub fn refusers(observed: &Observed, namespace: &str) -> Vec<String> {
     out
 }
 
-/// A webhook applies when one of its rules matches and its namespace selector may select
-/// the namespace (its object selector is taken as matching).
+/// What decides whether a validating or mutating webhook applies.
+struct Hook<'a> {
+    name: &'a str,
+    rules: Option<&'a [RuleWithOperations]>,
+    match_policy: Option<&'a str>,
+    namespace_selector: Option<&'a LabelSelector>,
+}
+
+impl Hook<'_> {
+    /// One of its rules matches and its namespace selector may select the namespace (its
+    /// object selector and match conditions are taken as matching).
+    fn applies(&self, namespace: &str) -> bool {
+        webhook_applies(
+            self.rules,
+            self.match_policy,
+            self.namespace_selector,
+            namespace,
+        )
+    }
+}
+
 fn webhook_applies(
     rules: Option<&[RuleWithOperations]>,
     match_policy: Option<&str>,
@@ -138,18 +146,10 @@ fn webhook_applies(
     namespace: &str,
 ) -> bool {
     let exact = match_policy == Some("Exact");
-    let matched = rules.into_iter().flatten().any(|r| {
-        rule_matches(
-            &Rule {
-                groups: r.api_groups.as_deref(),
-                versions: r.api_versions.as_deref(),
-                resources: r.resources.as_deref(),
-                operations: r.operations.as_deref(),
-                scope: r.scope.as_deref(),
-            },
-            exact,
-        )
-    });
+    let matched = rules
+        .into_iter()
+        .flatten()
+        .any(|r| rule_matches(&rule!(r), exact));
     matched && may_select(namespace_selector, namespace)
 }
 
@@ -162,21 +162,24 @@ fn resources_match(m: &MatchResources, empty_rules_match: bool, namespace: &str)
     let matched = if rules.is_empty() {
         empty_rules_match
     } else {
-        rules.iter().any(|r| {
-            rule_matches(
-                &Rule {
-                    groups: r.api_groups.as_deref(),
-                    versions: r.api_versions.as_deref(),
-                    resources: r.resources.as_deref(),
-                    operations: r.operations.as_deref(),
-                    scope: r.scope.as_deref(),
-                },
-                exact,
-            )
-        })
+        rules.iter().any(|r| rule_matches(&rule!(r), exact))
     };
     matched && may_select(m.namespace_selector.as_ref(), namespace)
 }
+
+/// The [`Rule`] of a webhook's or a policy's rule (two types with the same fields).
+macro_rules! rule {
+    ($r:expr) => {
+        Rule {
+            groups: $r.api_groups.as_deref(),
+            versions: $r.api_versions.as_deref(),
+            resources: $r.resources.as_deref(),
+            operations: $r.operations.as_deref(),
+            scope: $r.scope.as_deref(),
+        }
+    };
+}
+use rule;
 
 /// The fields of an admission rule, whichever type carries them.
 struct Rule<'a> {

@@ -83,7 +83,7 @@ impl Drop for ClusterObjects {
 /// operator, read from the chart's files/rbac.yaml: its namespace rules and Lease rules in
 /// the test's namespace, its CRD and admission rules cluster-wide.
 async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     use kube::api::PostParams;
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -95,22 +95,8 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
     let rbac: Value = serde_saphyr::from_str(&text).unwrap();
     let mut rules = rbac["rules"].as_array().unwrap().clone();
     rules.extend(rbac["leaseRules"].as_array().unwrap().iter().cloned());
+    t.grant_role(sa, rules).await;
     let subjects = json!([{"kind": "ServiceAccount", "name": sa, "namespace": t.ns}]);
-    let role: Role =
-        serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
-    Api::<Role>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "op"}, "subjects": subjects,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
     let name = format!("{}-crds", t.ns);
     let objects = ClusterObjects(vec![
         ("clusterrolebinding", name.clone()),

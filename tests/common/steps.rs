@@ -80,6 +80,27 @@ impl TestNs {
         .await;
     }
 
+    /// A Role `op` with `rules` in the test's namespace, bound to its ServiceAccount `sa`.
+    pub async fn grant_role(&self, sa: &str, rules: Vec<Value>) {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+        let role: Role =
+            serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
+        Api::<Role>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "op"},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": self.ns}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+    }
+
     /// Waits until `api` has no object `name` (`what` names it in the failure).
     pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str, what: &str, timeout: Duration)
     where

@@ -43,57 +43,24 @@ async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_ru
     assert_eq!(requests, [("patch".to_string(), 2)].into(), "{requests:?}");
 
     // A webhook (unreachable, failurePolicy Fail) for the versions of this namespace
-    // labelled refuse=yes: it refuses exactly those, as a policy engine's would.
-    let hooks: Api<DynamicObject> = Api::all_with(
-        t.client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "admissionregistration.k8s.io",
-                "v1",
-                "ValidatingWebhookConfiguration",
-            ),
-            "validatingwebhookconfigurations",
-        ),
-    );
+    // labelled refuse=yes, its rule a wildcard as policy engines register theirs: it
+    // refuses exactly those.
     let name = format!("refuse-{}", t.ns);
-    let hook: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [{
-            "name": "refuse.rancheros.test",
-            "clientConfig": {"service": {"namespace": t.ns, "name": "nobody", "port": 443}},
-            "rules": [{"apiGroups": ["*"], "apiVersions": ["*"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["*/*"]}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}},
-            "objectSelector": {"matchLabels": {"refuse": "yes"}},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 1
-        }]
-    }))
-    .unwrap();
-    hooks.create(&PostParams::default(), &hook).await.unwrap();
+    let hooks = super::admission::unreachable_webhook(
+        &t,
+        &name,
+        json!({"apiGroups": ["*"], "apiVersions": ["*"],
+               "operations": ["CREATE", "UPDATE"], "resources": ["*/*"]}),
+        json!({"matchLabels": {"refuse": "yes"}}),
+    )
+    .await;
     // In force at the API server (a labelled dry-run create is refused), and seen by the
     // operator's watch.
-    let probe: rancheros_operator::api::ManagedOSVersion = serde_json::from_value(json!({
+    let probe = json!({
         "metadata": {"name": "probe", "labels": {"refuse": "yes"}},
         "spec": {"version": "v1", "type": "container"}
-    }))
-    .unwrap();
-    t.eventually("the webhook to take effect", SYNC, || async {
-        let params = PostParams {
-            dry_run: true,
-            ..Default::default()
-        };
-        t.versions_api()
-            .create(&params, &probe)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    });
+    super::admission::wait_refused(&t, probe, "the webhook to take effect").await;
     t.wait_admission_watched(Some(&format!("validatingwebhookconfigurations {name}")))
         .await;
 
@@ -103,17 +70,7 @@ async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_ru
     let before = t.versions().await;
     let audited = version_requests(&t.ns).await;
     let data = labelled_data(&[("a", "v2"), ("b", "v2"), ("c", "v1")], &["b"]);
-    t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
-        .await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
-    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
-    let message = ready_message(&ch);
-    assert!(
-        message.starts_with(
-            "the API server refuses to apply version b (found by a dry run; nothing was changed)"
-        ),
-        "{message}"
-    );
+    super::admission::refused_by_the_dry_run(&t, &ch, &data, "b").await;
     let after = t.versions().await;
     assert_eq!(
         serde_json::to_value(&after).unwrap(),
@@ -173,7 +130,6 @@ async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
 #[tokio::test]
 async fn an_operator_that_may_not_watch_admission_dry_runs_every_sync() {
     use k8s_openapi::api::core::v1::ServiceAccount;
-    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     let mut t = TestNs::new("no-admission-rbac").await;
     // The chart's rules on the operator's own resources in this namespace, without those
     // of the admission watches (RBAC left out): no ClusterRole, no ResourceQuota watch.
@@ -195,22 +151,7 @@ async fn an_operator_that_may_not_watch_admission_dry_runs_every_sync() {
         .create(&PostParams::default(), &account)
         .await
         .unwrap();
-    let role: Role =
-        serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
-    Api::<Role>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "op"},
-        "subjects": [{"kind": "ServiceAccount", "name": "op", "namespace": t.ns}],
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    t.grant_role("op", rules).await;
     // The operator as that ServiceAccount (kube-rs's impersonation of the test's admin).
     let user = format!("system:serviceaccount:{}:op", t.ns);
     let groups = format!(
