@@ -129,9 +129,9 @@ pub trait ChannelIo: Send + Sync + 'static {
         hold: &mut Hold,
     ) -> impl Future<Output = Response> + Send;
 
-    /// The version writes among `effects`, all or nothing (`super::writes`: dry runs of the
-    /// writes to existing versions first, undone on a later refusal); waits until the cache
-    /// shows them.
+    /// The version writes among `effects`, all or nothing (`super::writes`: dry runs first
+    /// where something could refuse them, `crate::admission`; undone on a later refusal);
+    /// waits until the cache shows them.
     fn write_versions(
         &self,
         namespace: &str,
