@@ -18,6 +18,7 @@
     )
 )]
 
+pub mod admission;
 pub mod api;
 pub mod budget;
 pub mod channel;

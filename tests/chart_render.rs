@@ -107,6 +107,17 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
         find(docs, "ClusterRoleBinding", &crds)["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": crds})
     );
+    // In every mode it watches what could refuse a version write, through a ClusterRole of
+    // its own.
+    let admission = format!("{deployment}-admission");
+    assert_eq!(
+        find(docs, "ClusterRole", &admission)["rules"],
+        expected_admission_rules()
+    );
+    assert_eq!(
+        find(docs, "ClusterRoleBinding", &admission)["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": admission})
+    );
     // Unless metrics.insecure, /metrics asks the API server about each caller (a
     // ClusterRole of its own), and a ClusterRole grants scrapers get /metrics.
     let auth = format!("{deployment}-metrics-auth");
@@ -260,6 +271,12 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
         Value::Array(documented),
         rendered("ClusterRole", &format!("{FULL_NAME}-crds")),
         "docs/install.md's cluster-wide CRD table differs from the rendered chart's ClusterRole"
+    );
+    let documented = rules_table(&doc, "Cluster-wide and read only, in every mode");
+    assert_eq!(
+        Value::Array(documented),
+        rendered("ClusterRole", &format!("{FULL_NAME}-admission")),
+        "docs/install.md's admission watch table differs from the rendered chart's ClusterRole"
     );
     let documented = rules_table(&doc, "Cluster-wide unless `metrics.insecure`");
     assert_eq!(

@@ -8,6 +8,8 @@ mod admission;
 use crate::common;
 #[path = "hardening/drift.rs"]
 mod drift;
+#[path = "hardening/dry_runs.rs"]
+mod dry_runs;
 #[path = "hardening/leaders.rs"]
 mod leaders;
 #[path = "hardening/metrics_access.rs"]

@@ -228,6 +228,9 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         serde_json::json!({"count/managedosversions.rancheros.cattle.io": "35"}),
     )
     .await;
+    // The operator sees the quota, so the sync dry-runs its writes first.
+    t.wait_admission_watched(Some(&format!("resourcequotas {}/versions", t.ns)))
+        .await;
     let (_, paced) = write_counts(port, "undo_version").await;
     let forty = numbered(40);
     t.patch_spec(

@@ -25,6 +25,8 @@ struct Rules {
     lease_rules: Vec<Rule>,
     #[serde(rename = "crdRules")]
     crd_rules: Vec<Rule>,
+    #[serde(rename = "admissionRules")]
+    admission_rules: Vec<Rule>,
 }
 
 /// One verb on one resource (or one named object of it), where the operator needs it.
@@ -59,7 +61,7 @@ impl std::fmt::Display for Access {
     }
 }
 
-/// The three parts of the operator's RBAC, as `check` reports them.
+/// One part of the operator's RBAC, as `check` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {
     /// What the line is about: `RBAC for channels in NS`.
@@ -74,7 +76,7 @@ pub struct Placement<'a> {
     pub lease: Option<(&'a str, &'a str)>,
 }
 
-/// The accesses the chart grants, in three parts (channels, Lease, CRDs). An error is a
+/// The accesses the chart grants, in parts (channels, Lease, CRDs, admission). An error is a
 /// build defect (the embedded file does not parse), said in one line.
 pub fn parts(place: &Placement<'_>) -> Result<Vec<Part>, String> {
     let rules: Rules = serde_saphyr::from_str(RBAC_YAML)
@@ -96,6 +98,10 @@ pub fn parts(place: &Placement<'_>) -> Result<Vec<Part>, String> {
     parts.push(Part {
         title: "RBAC for reading the CRDs".into(),
         accesses: expand(&rules.crd_rules, None, None),
+    });
+    parts.push(Part {
+        title: "RBAC for watching what could refuse a version write".into(),
+        accesses: expand(&rules.admission_rules, None, None),
     });
     Ok(parts)
 }
@@ -178,7 +184,7 @@ mod tests {
             lease: Some(("ops", "my-lease")),
         })
         .unwrap();
-        assert_eq!(parts.len(), 3);
+        assert_eq!(parts.len(), 4);
         let all: Vec<String> = parts
             .iter()
             .flat_map(|p| p.accesses.iter().map(ToString::to_string))
@@ -191,6 +197,8 @@ mod tests {
             "create leases.coordination.k8s.io in ops",
             "patch leases.coordination.k8s.io/my-lease in ops",
             "get customresourcedefinitions.apiextensions.k8s.io/managedosversions.rancheros.cattle.io cluster-wide",
+            "watch resourcequotas in fleet",
+            "watch validatingadmissionpolicybindings.admissionregistration.k8s.io cluster-wide",
         ] {
             assert!(
                 all.iter().any(|a| a == expected),
@@ -205,7 +213,7 @@ mod tests {
             lease: None,
         })
         .unwrap();
-        assert_eq!(parts.len(), 2);
+        assert_eq!(parts.len(), 3);
         assert!(parts[0].accesses.iter().all(|a| a.namespace.is_none()));
     }
 

@@ -41,6 +41,11 @@ pub struct OperatorArgs {
     /// versions, serialised); a larger plan fails the sync with nothing written.
     #[arg(long, env = "MAX_SYNC_WRITE_BYTES", default_value = "32Mi", value_parser = parse_bytes)]
     pub max_sync_write_bytes: u64,
+    /// When a sync dry-runs its version writes before the first real one: `auto` where a
+    /// webhook, admission policy or ResourceQuota could refuse them (or where the operator
+    /// cannot watch those), `always` in every namespace.
+    #[arg(long, env = "DRY_RUN_VERSIONS", default_value = "auto", value_parser = ["auto", "always"])]
+    pub dry_run_versions: String,
     /// A Secret added to every syncer pod's imagePullSecrets, so that the display
     /// container can pull a private operator image (repeatable; it must exist in each
     /// channel's namespace).

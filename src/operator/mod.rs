@@ -256,6 +256,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
             burst: args.namespace_write_burst,
             total_qps: args.write_qps,
         },
+        dry_run_versions_always: args.dry_run_versions == "always",
     };
     let policy = args.egress_policy();
     let registry = crate::registry::Client::new(policy.clone(), args.max_layer_bytes)

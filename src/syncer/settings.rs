@@ -43,6 +43,9 @@ pub struct Settings {
     /// How fast version writes go, per namespace and in all (`--namespace-write-qps`,
     /// `--namespace-write-burst`, `--write-qps`).
     pub write_rates: crate::pace::Rates,
+    /// Every sync dry-runs its version writes, whatever could refuse them
+    /// (`--dry-run-versions=always`).
+    pub dry_run_versions_always: bool,
 }
 
 /// The operator's defaults (its flags' defaults), with no operator image.
@@ -69,6 +72,7 @@ impl Default for Settings {
             read_idle: crate::budget::IDLE,
             min_request_interval: Duration::from_secs(10),
             write_rates: crate::pace::Rates::default(),
+            dry_run_versions_always: false,
         }
     }
 }

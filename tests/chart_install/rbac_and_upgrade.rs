@@ -55,6 +55,7 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
     let checked = granted(&expected_rules(), w)
         + granted(&expected_lease_rules(&rel.fullname()), Some(ns))
         + granted(&expected_crd_rules(), None)
+        + granted(&expected_admission_rules(), None)
         + granted(&expected_review_rules(), None);
     eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
     let lease_name = format!("leases/{}", rel.fullname());

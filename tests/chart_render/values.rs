@@ -53,13 +53,15 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
     let binding = find(&docs, "ClusterRoleBinding", "rel-rancheros-operator");
     assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
     assert_eq!(binding["roleRef"]["name"], "rel-rancheros-operator");
-    // Four ClusterRoles: the operator's resources everywhere, reading its CRDs, asking who
-    // may read /metrics, and reading /metrics (checked by check_common); the last bound to
-    // nobody until metrics.readerSubjects names someone.
+    // Five ClusterRoles: the operator's resources everywhere, watching what could refuse a
+    // version write, reading its CRDs, asking who may read /metrics, and reading /metrics
+    // (checked by check_common); the last bound to nobody until metrics.readerSubjects
+    // names someone.
     assert_eq!(
         names_of(&docs, "ClusterRole"),
         [
             "rel-rancheros-operator",
+            "rel-rancheros-operator-admission",
             "rel-rancheros-operator-crds",
             "rel-rancheros-operator-metrics-auth",
             "rel-rancheros-operator-metrics-reader"
@@ -69,6 +71,7 @@ fn default_values_watch_all_namespaces_with_a_cluster_role() {
         names_of(&docs, "ClusterRoleBinding"),
         [
             "rel-rancheros-operator",
+            "rel-rancheros-operator-admission",
             "rel-rancheros-operator-crds",
             "rel-rancheros-operator-metrics-auth"
         ]
@@ -167,11 +170,12 @@ fn ci_values_watch_listed_namespaces_with_roles() {
         "control"
     );
 
-    // Nothing cluster-wide but reading the two CRDs (check_common checks its rules): the
-    // operator's resources only through the Roles below.
+    // Nothing cluster-wide but watching admission and reading the two CRDs (check_common
+    // checks their rules): the operator's resources only through the Roles below.
     assert_eq!(
         names_of(&docs, "ClusterRole"),
         [
+            "ros-operator-admission",
             "ros-operator-crds",
             "ros-operator-metrics-auth",
             "ros-operator-metrics-reader"
@@ -180,6 +184,7 @@ fn ci_values_watch_listed_namespaces_with_roles() {
     assert_eq!(
         names_of(&docs, "ClusterRoleBinding"),
         [
+            "ros-operator-admission",
             "ros-operator-crds",
             "ros-operator-metrics-auth",
             "ros-operator-metrics-reader"
@@ -320,6 +325,7 @@ fn other_values_render_as_documented() {
     assert_eq!(
         names_of(&docs, "ClusterRole"),
         [
+            "rel-rancheros-operator-admission",
             "rel-rancheros-operator-crds",
             "rel-rancheros-operator-metrics-auth",
             "rel-rancheros-operator-metrics-reader"
@@ -340,7 +346,11 @@ fn metrics_insecure_opens_metrics_and_grants_no_reviews() {
     assert_eq!(env_value(&c, "METRICS_INSECURE"), Some(json!("true")));
     assert_eq!(
         names_of(&docs, "ClusterRoleBinding"),
-        ["rel-rancheros-operator", "rel-rancheros-operator-crds"]
+        [
+            "rel-rancheros-operator",
+            "rel-rancheros-operator-admission",
+            "rel-rancheros-operator-crds"
+        ]
     );
     let sm = find(&docs, "ServiceMonitor", "rel-rancheros-operator");
     assert_eq!(sm["spec"]["endpoints"][0]["bearerTokenFile"], Value::Null);

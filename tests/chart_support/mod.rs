@@ -222,7 +222,8 @@ pub fn run_with_stdin(mut cmd: Command, input: &str) -> std::process::Output {
 
 /// `files/rbac.yaml`: `rules` (in every watched namespace or cluster-wide), `leaseRules`
 /// (the release namespace; `LEASE_NAME` stands for the Lease's name), `crdRules`
-/// (cluster-wide in every mode: reading the operator's own CRDs) and `reviewRules`
+/// (cluster-wide in every mode: reading the operator's own CRDs), `admissionRules`
+/// (cluster-wide in every mode: watching what could refuse a version write) and `reviewRules`
 /// (cluster-wide unless metrics.insecure: asking who may read /metrics).
 pub fn rbac_file() -> Value {
     let text = std::fs::read_to_string(root().join(RBAC_FILE))
@@ -280,6 +281,28 @@ pub fn expected_crd_rules() -> Value {
             "verbs": ["get"],
         }]),
         "{RBAC_FILE}: crdRules must grant get on exactly the CRDs of crds/, by name, and nothing else"
+    );
+    rules
+}
+
+/// The cluster-wide rules of every mode: list and watch, nothing else, on the webhook
+/// configurations and admission policies that could refuse a version write.
+pub fn expected_admission_rules() -> Value {
+    let rules = rbac_file()["admissionRules"].clone();
+    let resources = [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicybindings",
+    ];
+    let expected: Vec<Value> = resources
+        .iter()
+        .map(|r| serde_json::json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": [r], "verbs": ["list", "watch"]}))
+        .collect();
+    assert_eq!(
+        rules,
+        Value::Array(expected),
+        "{RBAC_FILE}: admissionRules must grant list and watch on the four admission kinds, and nothing else"
     );
     rules
 }

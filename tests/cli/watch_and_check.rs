@@ -81,9 +81,9 @@ impl Drop for ClusterObjects {
 
 /// Grants the ServiceAccount `sa` of the test's namespace what the chart grants the
 /// operator, read from the chart's files/rbac.yaml: its namespace rules and Lease rules in
-/// the test's namespace, its CRD rules cluster-wide.
+/// the test's namespace, its CRD and admission rules cluster-wide.
 async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     use kube::api::PostParams;
     let file = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -95,29 +95,17 @@ async fn grant_chart_rbac(t: &TestNs, sa: &str, lease: &str) -> ClusterObjects {
     let rbac: Value = serde_saphyr::from_str(&text).unwrap();
     let mut rules = rbac["rules"].as_array().unwrap().clone();
     rules.extend(rbac["leaseRules"].as_array().unwrap().iter().cloned());
+    t.grant_role(sa, rules).await;
     let subjects = json!([{"kind": "ServiceAccount", "name": sa, "namespace": t.ns}]);
-    let role: Role =
-        serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
-    Api::<Role>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": "op"}, "subjects": subjects,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
-    }))
-    .unwrap();
-    Api::<RoleBinding>::namespaced(t.client.clone(), &t.ns)
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
     let name = format!("{}-crds", t.ns);
     let objects = ClusterObjects(vec![
         ("clusterrolebinding", name.clone()),
         ("clusterrole", name.clone()),
     ]);
+    let mut cluster_rules = rbac["crdRules"].as_array().unwrap().clone();
+    cluster_rules.extend(rbac["admissionRules"].as_array().unwrap().iter().cloned());
     let role: ClusterRole =
-        serde_json::from_value(json!({"metadata": {"name": name}, "rules": rbac["crdRules"]}))
+        serde_json::from_value(json!({"metadata": {"name": name}, "rules": cluster_rules}))
             .unwrap();
     Api::<ClusterRole>::all(t.client.clone())
         .create(&PostParams::default(), &role)
@@ -196,7 +184,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
     let o = cli_env(&args, &[(CHECK_GROUP_ENV, &good.group)], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     let lines: Vec<String> = stdout(&o).lines().map(String::from).collect();
-    assert_eq!(lines.len(), 6, "{lines:#?}");
+    assert_eq!(lines.len(), 7, "{lines:#?}");
     assert!(lines.iter().all(|l| l.starts_with("ok  ")), "{lines:#?}");
     assert!(
         lines[0].starts_with(&format!(
@@ -206,7 +194,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         "{lines:#?}"
     );
     assert!(
-        lines[5].contains(&format!("holds the Lease {}/{lease}", t.ns)),
+        lines[6].contains(&format!("holds the Lease {}/{lease}", t.ns)),
         "{lines:#?}"
     );
     assert_eq!(stderr(&o), "");
@@ -219,7 +207,7 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
     .await;
     let doc = json_out(&o);
     assert_eq!(doc["ok"], true, "{doc}");
-    assert_eq!(doc["checks"].as_array().unwrap().len(), 6, "{doc}");
+    assert_eq!(doc["checks"].as_array().unwrap().len(), 7, "{doc}");
 
     // A CRD of another schema: one line names it, exit 1.
     let o = cli_env(&args, &[(CHECK_GROUP_ENV, &other.group)], CLI_LIMIT).await;
@@ -241,13 +229,13 @@ async fn check_passes_on_a_ready_cluster_and_names_each_failure() {
         stderr(&o)
     );
 
-    // Another ServiceAccount has none of the rights: the three RBAC lines fail.
+    // Another ServiceAccount has none of the rights: the four RBAC lines fail.
     let mut nobody = args.to_vec();
     nobody[4] = "nobody";
     let o = cli_env(&nobody, &[(CHECK_GROUP_ENV, &good.group)], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1));
     let failed = failed_checks(&o);
-    assert_eq!(failed.len(), 3, "{}", stdout(&o));
+    assert_eq!(failed.len(), 4, "{}", stdout(&o));
     assert!(
         failed
             .iter()

@@ -615,10 +615,36 @@ pub const MINUTE: Duration = Duration::from_secs(60);
 /// logs those requests and nothing else). Read until two reads a moment apart agree: the
 /// server logs a request once it has answered it.
 pub async fn version_writes(ns: &str) -> std::collections::BTreeMap<String, u64> {
-    let mut last = audited_version_writes(ns);
+    audited_until_stable(ns, |event| {
+        event["verb"].as_str().unwrap_or_default().to_string()
+    })
+    .await
+}
+
+/// As [`version_writes`], with the creates and patches sent as server-side dry runs counted
+/// apart (`create (dry run)`, `patch (dry run)`: their URI asks `dryRun=All`; a delete
+/// asks in its body, which the audit log does not keep).
+pub async fn version_requests(ns: &str) -> std::collections::BTreeMap<String, u64> {
+    audited_until_stable(ns, |event| {
+        let verb = event["verb"].as_str().unwrap_or_default();
+        let uri = event["requestURI"].as_str().unwrap_or_default();
+        if uri.contains("dryRun=All") {
+            format!("{verb} (dry run)")
+        } else {
+            verb.to_string()
+        }
+    })
+    .await
+}
+
+async fn audited_until_stable(
+    ns: &str,
+    key: fn(&Value) -> String,
+) -> std::collections::BTreeMap<String, u64> {
+    let mut last = audited_version_writes(ns, key);
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = audited_version_writes(ns);
+        let now = audited_version_writes(ns, key);
         if now == last {
             return now;
         }
@@ -626,7 +652,10 @@ pub async fn version_writes(ns: &str) -> std::collections::BTreeMap<String, u64>
     }
 }
 
-fn audited_version_writes(ns: &str) -> std::collections::BTreeMap<String, u64> {
+fn audited_version_writes(
+    ns: &str,
+    key: fn(&Value) -> String,
+) -> std::collections::BTreeMap<String, u64> {
     let log = std::path::PathBuf::from(
         std::env::var("RANCHEROS_TEST_AUDIT_LOG")
             .expect("RANCHEROS_TEST_AUDIT_LOG (set by `scripts/cluster env`)"),
@@ -655,8 +684,7 @@ fn audited_version_writes(ns: &str) -> std::collections::BTreeMap<String, u64> {
                 && object["resource"] == "managedosversions"
                 && object["namespace"] == ns
             {
-                let verb = event["verb"].as_str().unwrap_or_default().to_string();
-                *writes.entry(verb).or_default() += 1;
+                *writes.entry(key(&event)).or_default() += 1;
             }
         }
     }

@@ -62,6 +62,45 @@ impl TestNs {
         self.wait_next_attempt(name, before, timeout).await
     }
 
+    /// Waits until the operator's log says its admission watches hold their first lists
+    /// and `object` (`KIND NAME`, the kind plural; `NS/NAME` for a ResourceQuota; `None`:
+    /// just the lists): from then on its syncs know what could refuse a version write.
+    pub async fn wait_admission_watched(&self, object: Option<&str>) {
+        let listed = "admission watches listed";
+        let line = object.map(|o| format!("admission: watching {o}"));
+        self.eventually(
+            &format!("the operator's admission watches ({listed}, {line:?})"),
+            Duration::from_secs(90),
+            || async {
+                let log = self.operator_log();
+                let seen = log.contains(listed) && line.as_ref().is_none_or(|l| log.contains(l));
+                seen.then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// A Role `op` with `rules` in the test's namespace, bound to its ServiceAccount `sa`.
+    pub async fn grant_role(&self, sa: &str, rules: Vec<Value>) {
+        use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+        let role: Role =
+            serde_json::from_value(json!({"metadata": {"name": "op"}, "rules": rules})).unwrap();
+        Api::<Role>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap();
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "op"},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": self.ns}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "op"}
+        }))
+        .unwrap();
+        Api::<RoleBinding>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+    }
+
     /// Waits until `api` has no object `name` (`what` names it in the failure).
     pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str, what: &str, timeout: Duration)
     where

@@ -12,18 +12,14 @@ async fn a_write_refused_by_admission_is_found_by_the_dry_run_and_changes_nothin
 
     // From now on an admission policy refuses versions whose version is "v-bad".
     let policy = Policy::validating(&t, "object.spec.version != 'v-bad'").await;
-    let data = channel_data(&[("keep", "v2"), ("new", "v1"), ("bad", "v-bad")]);
-    t.patch_spec("ch", json!({"options": {"args": [write_script(&data)]}}))
+    // ...and the operator sees it: the sync dry-runs where it could refuse.
+    let name = format!("refuse-{}", t.ns);
+    t.wait_admission_watched(Some(&format!("validatingadmissionpolicies {name}")))
         .await;
-    let ch = t.wait_next_attempt("ch", &ch, SYNC).await;
-    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
-    let message = ready_message(&ch);
-    assert!(
-        message.starts_with(
-            "the API server refuses to apply version bad (found by a dry run; nothing was changed)"
-        ),
-        "{message}"
-    );
+    t.wait_admission_watched(Some(&format!("validatingadmissionpolicybindings {name}")))
+        .await;
+    let data = channel_data(&[("keep", "v2"), ("new", "v1"), ("bad", "v-bad")]);
+    refused_by_the_dry_run(&t, &ch, &data, "bad").await;
     // Not even the writes that would have passed were made.
     let after = t.versions().await;
     assert_eq!(after.len(), 1);
@@ -38,36 +34,15 @@ async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() 
     let t = TestNs::started("webhook-down", &["--retry-delay=2s"]).await;
     // Every write to versions in this namespace goes to a webhook with no endpoints: the
     // API server answers 500 (failed calling webhook), a retryable API error.
-    let hooks: Api<DynamicObject> = Api::all_with(
-        t.client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "admissionregistration.k8s.io",
-                "v1",
-                "ValidatingWebhookConfiguration",
-            ),
-            "validatingwebhookconfigurations",
-        ),
-    );
     let name = format!("down-{}", t.ns);
-    let hook: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [{
-            "name": "down.rancheros.test",
-            "clientConfig": {"service": {"namespace": t.ns, "name": "nobody", "port": 443}},
-            "rules": [{"apiGroups": ["rancheros.cattle.io"], "apiVersions": ["*"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["managedosversions"]}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}},
-            "failurePolicy": "Fail",
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 1
-        }]
-    }))
-    .unwrap();
-    hooks.create(&PostParams::default(), &hook).await.unwrap();
+    let hooks = unreachable_webhook(
+        &t,
+        &name,
+        json!({"apiGroups": ["rancheros.cattle.io"], "apiVersions": ["*"],
+               "operations": ["CREATE", "UPDATE"], "resources": ["managedosversions"]}),
+        json!({}),
+    )
+    .await;
     t.create_custom("ch", &channel_data(&[("a", "v1")])).await;
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
     assert_message_contains(&ch, "failed calling webhook");
@@ -99,6 +74,85 @@ async fn an_unreachable_webhook_is_a_failed_sync_that_backs_off_then_recovers() 
     );
     assert_eq!(t.version_names().await, ["a"]);
     t.cleanup().await;
+}
+
+/// Creates a ValidatingWebhookConfiguration `name` of one webhook for the test's namespace
+/// that calls a Service with no endpoints and fails closed (the API server answers 500,
+/// failed calling webhook): `rule` says which requests, `object_selector` on which objects.
+/// Returns the API of such configurations, to delete it.
+pub(crate) async fn unreachable_webhook(
+    t: &TestNs,
+    name: &str,
+    rule: Value,
+    object_selector: Value,
+) -> Api<DynamicObject> {
+    let hooks: Api<DynamicObject> = Api::all_with(
+        t.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            ),
+            "validatingwebhookconfigurations",
+        ),
+    );
+    let hook: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "down.rancheros.test",
+            "clientConfig": {"service": {"namespace": t.ns, "name": "nobody", "port": 443}},
+            "rules": [rule],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": t.ns}},
+            "objectSelector": object_selector,
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 1
+        }]
+    }))
+    .unwrap();
+    hooks.create(&PostParams::default(), &hook).await.unwrap();
+    hooks
+}
+
+/// Gives channel `ch` (custom, synced as `before`) the data `data`, and checks that the sync
+/// that follows fails at the dry run of version `refused`.
+pub(crate) async fn refused_by_the_dry_run(
+    t: &TestNs,
+    before: &rancheros_operator::api::ManagedOSVersionChannel,
+    data: &Value,
+    refused: &str,
+) {
+    t.patch_spec("ch", json!({"options": {"args": [write_script(data)]}}))
+        .await;
+    let ch = t.wait_next_attempt("ch", before, SYNC).await;
+    assert_eq!(ready_reason(&ch).as_deref(), Some("FailedToSync"));
+    let message = ready_message(&ch);
+    let expected = format!(
+        "the API server refuses to apply version {refused} (found by a dry run; nothing was changed)"
+    );
+    assert!(message.starts_with(&expected), "{message}");
+}
+
+/// Waits until the API server refuses a dry-run create of `probe` (a version) in the
+/// test's namespace: admission registered a moment ago is in force.
+pub(crate) async fn wait_refused(t: &TestNs, probe: Value, what: &str) {
+    let probe: rancheros_operator::api::ManagedOSVersion = serde_json::from_value(probe).unwrap();
+    t.eventually(what, SYNC, || async {
+        let params = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        t.versions_api()
+            .create(&params, &probe)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
 }
 
 /// A cluster-wide admission policy bound to the test's namespace; deleted by `delete`.
@@ -170,20 +224,7 @@ impl Policy {
             "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
             "metadata": {"name": "probe"}, "spec": {"version": "v-bad", "type": "container"}
         });
-        let probe: rancheros_operator::api::ManagedOSVersion =
-            serde_json::from_value(probe).unwrap();
-        t.eventually("the admission policy to take effect", SYNC, || async {
-            let params = PostParams {
-                dry_run: true,
-                ..Default::default()
-            };
-            t.versions_api()
-                .create(&params, &probe)
-                .await
-                .is_err()
-                .then_some(())
-        })
-        .await;
+        wait_refused(t, probe, "the admission policy to take effect").await;
         p
     }
 

@@ -100,6 +100,11 @@ is null the names of imagePullSecrets (the syncer pods run the operator's image 
 {{- (.Files.Get "files/rbac.yaml" | fromYaml).crdRules | toYaml }}
 {{- end }}
 
+{{/* Watching what could refuse a version write, cluster-wide (files/rbac.yaml). */}}
+{{- define "rancheros-operator.admissionRules" -}}
+{{- (.Files.Get "files/rbac.yaml" | fromYaml).admissionRules | toYaml }}
+{{- end }}
+
 {{/* Asking who may read /metrics: TokenReview and SubjectAccessReview (files/rbac.yaml). */}}
 {{- define "rancheros-operator.reviewRules" -}}
 {{- (.Files.Get "files/rbac.yaml" | fromYaml).reviewRules | toYaml }}

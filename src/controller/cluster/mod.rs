@@ -13,7 +13,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+use tracing::debug;
 
+use crate::admission::watch::{Admission, Plan};
 use crate::api::{ManagedOSVersion, ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use crate::controller::Key;
 use crate::controller::caches::{self, Scope};
@@ -44,6 +46,8 @@ pub struct KubeIo {
     pub writes: Writes,
     /// What one sync may write, and keep to undo its writes (`--max-sync-write-bytes`).
     pub max_write_bytes: usize,
+    /// What could refuse a version write: whether a sync dry-runs its writes first.
+    pub admission: Admission,
 }
 
 /// What bounds the version writes: their pace, and what a sync may keep to undo them.
@@ -51,6 +55,8 @@ pub struct WriteBounds {
     pub rates: crate::pace::Rates,
     /// `--max-sync-write-bytes`.
     pub max_undo_bytes: usize,
+    /// Whether a sync dry-runs its writes first, per namespace.
+    pub admission: Admission,
 }
 
 impl KubeIo {
@@ -72,6 +78,7 @@ impl KubeIo {
             metrics,
             writes: Writes::new(writes.rates),
             max_write_bytes: writes.max_undo_bytes,
+            admission: writes.admission,
         }
     }
 
@@ -216,10 +223,16 @@ impl VersionIo for KubeIo {
         namespace: &str,
         effects: &[Effect],
     ) -> Result<Vec<Written>, Error> {
+        let plan = self.admission.plan(namespace);
+        match &plan {
+            Plan::Direct => debug!("writing versions without a dry run: nothing can refuse them"),
+            Plan::DryRun(why) => debug!("dry-running the version writes first: {why}"),
+        }
         let written = all_or_nothing::write_all(
             &self.version_writer(namespace),
             effects,
             self.max_write_bytes,
+            plan != Plan::Direct,
         )
         .await?;
         if let Some(scope) = self.scope(namespace)

@@ -125,9 +125,9 @@ pub trait VersionIo: Send + Sync + 'static {
         names: &[String],
     ) -> impl Future<Output = Result<Vec<Arc<ManagedOSVersion>>, kube::Error>> + Send;
 
-    /// The version writes among `effects`, all or nothing (`super::writes`: dry runs of the
-    /// writes to existing versions first, undone on a later refusal); waits until the cache
-    /// shows them.
+    /// The version writes among `effects`, all or nothing (`versions::all_or_nothing`: dry
+    /// runs first where something could refuse them, `crate::admission`; undone on a later
+    /// refusal); waits until the cache shows them.
     fn write_versions(
         &self,
         namespace: &str,

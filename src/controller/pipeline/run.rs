@@ -76,9 +76,15 @@ pub async fn run(
         instance: std::env::var("POD_NAME").unwrap_or_else(|_| FIELD_MANAGER.into()),
     };
     let client = clients.kube.clone();
+    let (admission, admission_watches) = crate::admission::watch::Admission::watch(
+        &client,
+        &names,
+        settings.dry_run_versions_always,
+    );
     let bounds = kube_io::WriteBounds {
         rates: settings.write_rates,
         max_undo_bytes: settings.max_sync_write_bytes,
+        admission,
     };
     let io = KubeIo::new(
         clients.kube,
@@ -132,6 +138,7 @@ pub async fn run(
         _ = futures::future::join_all(controllers) => {}
         _ = futures::future::join_all(feeds) => {}
         () = ready => {}
+        () = admission_watches => {}
     }
 }
 

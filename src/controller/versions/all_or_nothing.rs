@@ -1,7 +1,8 @@
-//! The version writes of a sync, all or nothing. Every write is found acceptable by a
-//! server-side dry run before the first real write; a real write that fails (a quota only
-//! the writes together exceed) undoes the writes before it, newest first, so the versions
-//! end as they were. Every request goes through the one writer
+//! The version writes of a sync, all or nothing. Where something can refuse a version
+//! write (`crate::admission`), every write is found acceptable by a server-side dry run
+//! before the first real write; a real write that fails (a quota only the writes together
+//! exceed, admission added a moment ago, a version created meanwhile) undoes the writes
+//! before it, newest first, so the versions end as they were. Every request goes through the one writer
 //! ([`super::writer`]): paced, counted and budgeted, the undo's as well.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,13 +24,15 @@ use crate::syncer::Effect;
 /// 210/s with 8 in flight, 264/s with 16; a 5,000-version first sync took 37 s with 32.
 const PARALLEL_WRITES: usize = 32;
 
-/// Makes the version writes among `effects` through `to`, all or nothing; what it keeps to
-/// undo them comes out of a room of `max_undo_bytes`. Returns each written version's name
+/// Makes the version writes among `effects` through `to`, all or nothing, each dry-run
+/// first when `dry_run`; what it keeps to undo them comes out of a room of
+/// `max_undo_bytes`. Returns each written version's name
 /// and resourceVersion (`None`: deleted), for the cache to catch up.
 pub async fn write_all(
     to: &VersionWriter<'_>,
     effects: &[Effect],
     max_undo_bytes: usize,
+    dry_run: bool,
 ) -> Result<Vec<Written>, Error> {
     // Each write with the effect it makes, which says what it is (`describe`), in the
     // order they are made.
@@ -42,12 +45,14 @@ pub async fn write_all(
     }
     writes.sort_by_key(|(_, w)| w.stage());
     // The first refusal in the sync's order, so the message does not depend on timing.
-    let dry = each(writes.iter().map(|(_, w)| w.dry_run(to))).await;
-    if let Some((effect, source)) = first_failure(dry, &writes) {
-        return Err(Error::DryRun {
-            what: effect.describe(),
-            source,
-        });
+    if dry_run {
+        let dry = each(writes.iter().map(|(_, w)| w.dry_run(to))).await;
+        if let Some((effect, source)) = first_failure(dry, &writes) {
+            return Err(Error::DryRun {
+                what: effect.describe(),
+                source,
+            });
+        }
     }
     let mut done: Vec<Done> = Vec::new();
     let room = UndoRoom::new(max_undo_bytes);

@@ -114,7 +114,7 @@ async fn write_keeping(
     let metrics = Metrics::default();
     let writes = Writes::new(crate::pace::Rates::UNLIMITED);
     let to = VersionWriter::new(api.clone(), "ns", &writes, &metrics, 32 << 20);
-    write_all(&to, effects, max_undo).await
+    write_all(&to, effects, max_undo, true).await
 }
 
 fn marks(names: &[&str]) -> Vec<Effect> {
@@ -258,7 +258,7 @@ async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
     let start = std::time::Instant::now();
     let mut effects = creates(&["a", "b", "c"]);
     effects.extend(marks(&["old"]));
-    write_all(&to, &effects, 32 << 20).await.unwrap_err();
+    write_all(&to, &effects, 32 << 20, true).await.unwrap_err();
     // Four dry runs, three creates (two made), two undos: 9 turns, the last 7 of them
     // paced 50 ms apart.
     assert!(start.elapsed() >= std::time::Duration::from_millis(340));
@@ -397,4 +397,35 @@ async fn what_a_sync_keeps_to_undo_its_writes_is_bounded_and_over_it_nothing_sta
         .filter(|c| c.method == "POST" && !c.dry_run && c.name == deleted[0].name)
         .count();
     assert_eq!(recreated, 1, "{calls:#?}");
+}
+
+#[tokio::test]
+async fn where_nothing_can_refuse_the_writes_go_without_dry_runs_and_a_refusal_is_still_undone() {
+    // Nothing refuses: one request per write, none of them a dry run.
+    let (api, calls) = fake_api(|_| None);
+    let metrics = Metrics::default();
+    let writes = Writes::new(crate::pace::Rates::UNLIMITED);
+    let to = VersionWriter::new(api.clone(), "ns", &writes, &metrics, 32 << 20);
+    let mut effects = creates(&["a", "b"]);
+    effects.extend(marks(&["old"]));
+    write_all(&to, &effects, 32 << 20, false).await.unwrap();
+    let sent = calls.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert!(sent.iter().all(|c| !c.dry_run), "{sent:#?}");
+
+    // A webhook added a moment ago refuses the second create: the first is taken back.
+    let (api, calls) = fake_api(|c| {
+        (c.is("PATCH", "b", false)).then(|| refusal(400, "BadRequest", "admission webhook denied"))
+    });
+    let to = VersionWriter::new(api.clone(), "ns", &writes, &metrics, 32 << 20);
+    let err = write_all(&to, &creates(&["a", "b"]), 32 << 20, false)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "apply version b: admission webhook denied; the sync's 1 earlier writes were undone, so nothing was changed"
+    );
+    let sent = calls.lock().unwrap().clone();
+    assert!(sent.iter().all(|c| !c.dry_run), "{sent:#?}");
+    assert!(sent.last().unwrap().is("DELETE", "a", false), "{sent:#?}");
 }
