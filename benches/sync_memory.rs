@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use rancheros_operator::api::ManagedOSVersionChannel;
-use rancheros_operator::display;
+use rancheros_operator::syncer::frame as display;
 use rancheros_operator::syncer::{self, Effect, Observation, Settings};
 use serde_json::{Value, json};
 

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use rancheros_operator::api::ManagedOSVersionChannelSpec;
 use rancheros_operator::channel::{self, ChannelVersion, MAX_DIAGNOSTICS, Severity};
+use rancheros_operator::commands::validate;
 use rancheros_operator::config::{self, Source};
-use rancheros_operator::display::{self, Output};
 use rancheros_operator::duration;
-use rancheros_operator::validate;
+use rancheros_operator::syncer::frame::{self as display, Output};
 use serde_json::{Map, Value, json};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -942,7 +942,7 @@ fn layer_walk_once(data: &[u8]) {
 /// and nothing else in the data changes.
 pub fn mirror_rewrite(data: &[u8]) {
     use rancheros_operator::channel::images;
-    use rancheros_operator::mirror::plan;
+    use rancheros_operator::commands::mirror::plan;
     use rancheros_operator::reference::Reference;
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
