@@ -27,6 +27,7 @@
 pub mod api;
 pub mod budget;
 pub mod channel;
+pub mod channel_server;
 pub mod cli;
 pub mod client;
 pub mod config;
