@@ -34,6 +34,7 @@ mod pods;
 mod record;
 mod remote;
 mod run;
+mod serving;
 mod slots;
 pub mod version_index;
 pub mod version_meta;

@@ -444,3 +444,6 @@ async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_
 
 #[path = "tests_owned.rs"]
 mod owned_objects;
+
+#[path = "tests_serving.rs"]
+mod serving;

@@ -52,6 +52,11 @@ pub enum OperatorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot serve the channel server on {addr}: {source}")]
+    ChannelServer {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot build the HTTP client for json channels: {0}")]
     Http(String),
     #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
@@ -67,6 +72,8 @@ struct Parts {
     metrics: Arc<Metrics>,
     http: fetch::Client,
     registry: crate::registry::Client,
+    /// The channel server's data, when it runs.
+    served: Option<Arc<crate::channel_server::Store>>,
 }
 
 /// How long in-flight reconciliations get to finish after SIGTERM before they are
@@ -232,6 +239,26 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         _ => None,
     };
 
+    let served = args.channel_server_address.map(|_| {
+        let max = usize::try_from(args.channel_server_max_bytes).unwrap_or(usize::MAX);
+        Arc::new(crate::channel_server::Store::new(max))
+    });
+    let channel_server = match (args.channel_server_address, &served) {
+        (Some(addr), Some(store)) => {
+            let mut stop = stop_rx.clone();
+            let listener = crate::channel_server::serve(addr, store.clone(), async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+            info!("serving the channels with spec.serve: true on {addr}");
+            Some(tokio::spawn(async move {
+                listener
+                    .await
+                    .map_err(|source| OperatorError::ChannelServer { addr, source })
+            }))
+        }
+        _ => None,
+    };
+
     let settings = Settings {
         operator_image: args.operator_image.clone(),
         sync_timeout: args.sync_timeout,
@@ -267,6 +294,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         metrics: metrics.clone(),
         http,
         registry,
+        served,
     };
     // A replica that waits for the Lease is ready (it serves its endpoints); a leader is
     // ready once its watch caches have filled (`controller::run` says when).
@@ -312,14 +340,18 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     } else {
         server.abort();
     }
-    if let Some(webhook) = webhook {
-        if webhook.is_finished() {
-            match webhook.await {
+    for (task, what) in [
+        (webhook, "the registry webhook"),
+        (channel_server, "the channel server"),
+    ] {
+        let Some(task) = task else { continue };
+        if task.is_finished() {
+            match task.await {
                 Ok(r) => r?,
-                Err(e) => warn!("the registry webhook ended abnormally: {e}"),
+                Err(e) => warn!("{what} ended abnormally: {e}"),
             }
         } else {
-            webhook.abort();
+            task.abort();
         }
     }
     result
@@ -348,6 +380,7 @@ async fn run_controllers(
         parts.settings.clone(),
         parts.metrics.clone(),
         watched,
+        parts.served.clone(),
         stop,
     );
     tokio::pin!(controllers);

@@ -94,6 +94,13 @@ fn is_flagged(v: &ManagedOSVersion) -> bool {
         .is_some_and(|a| a == "true")
 }
 
+/// Whether a version is one the channel publishes now: it controls it, and it is neither
+/// flagged no longer in sync (by the source or the policy) nor orphaned. What the channel
+/// server rebuilds a channel's data from after a start.
+pub fn published_by(v: &ManagedOSVersion, channel: &ManagedOSVersionChannel) -> bool {
+    controlled_by(&v.metadata, channel) && !is_flagged(v) && !super::orphan::marked_orphan(v)
+}
+
 /// The version a listed item becomes: owner reference, label, registry and
 /// upgradeContainer applied.
 pub fn desired(
