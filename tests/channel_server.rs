@@ -52,6 +52,11 @@ fn entry(name: &str, version: &str, platforms: Option<&[&str]>) -> Value {
            "spec": {"version": version, "type": "container", "minVersion": "0.0.0", "metadata": metadata}})
 }
 
+/// The source lists one more version.
+fn publish(data: &Mutex<Value>, version: Value) {
+    data.lock().unwrap().as_array_mut().unwrap().push(version);
+}
+
 fn served_channel(uri: &str, policy: Value) -> Value {
     json!({"type": "json", "serve": true, "registry": "mirror.example.com",
            "syncInterval": "1h", "options": {"uri": uri}, "versions": policy})
@@ -208,11 +213,7 @@ async fn latest_redirects_to_the_newest_tag_and_moves_with_what_is_published() {
     assert_eq!(body[0]["metadata"]["name"], "os-v1-1-0");
 
     // A newer version is published: /latest moves.
-    data.lock()
-        .unwrap()
-        .as_array_mut()
-        .unwrap()
-        .push(entry("os-v1-2-0", "v1.2.0", None));
+    publish(&data, entry("os-v1-2-0", "v1.2.0", None));
     t.request_sync("up", "1").await;
     t.wait_next_attempt("up", &last, SYNC).await;
     assert_eq!(curl(&latest), format!("302 {base}/tags/v1.2.0"));
@@ -221,11 +222,7 @@ async fn latest_redirects_to_the_newest_tag_and_moves_with_what_is_published() {
     t.patch_spec("up", json!({"versions": {"minAge": "20s"}}))
         .await;
     let last = t.wait_ready("up", "Synchronized", SYNC).await;
-    data.lock()
-        .unwrap()
-        .as_array_mut()
-        .unwrap()
-        .push(entry("os-v1-3-0", "v1.3.0", None));
+    publish(&data, entry("os-v1-3-0", "v1.3.0", None));
     t.request_sync("up", "2").await;
     let held = t.wait_next_attempt("up", &last, SYNC).await;
     assert!(

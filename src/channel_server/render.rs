@@ -192,14 +192,7 @@ fn lean(name: &str, spec: &ManagedOSVersionSpec) -> ChannelVersion {
 
 /// A strong ETag: the first 128 bits of the body's SHA-256, quoted.
 pub fn etag(body: &[u8]) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, body);
-    let hex: String = digest
-        .as_ref()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("\"{hex}\"")
+    format!("\"{}\"", crate::digest::sha256_hex_prefix(body, 16))
 }
 
 /// Whether an `If-None-Match` header names `etag` (or is `*`): the answer is `304`. Weak

@@ -53,6 +53,24 @@ fn served(store: &Store, ns: &str, name: &str) -> Result<Vec<String>, u16> {
         .collect())
 }
 
+/// What the store serves for channel `a/name`.
+fn data_of(store: &Store, name: &str) -> Arc<crate::channel_server::Entry> {
+    match store.get(&("a".into(), name.into())) {
+        Some(Served::Data(entry)) => entry,
+        other => panic!("a/{name} is not served: {other:?}"),
+    }
+}
+
+/// A served json channel `a/c` after its first sync (its policy holds `v2` back).
+async fn synced_served_channel() -> (Arc<Store>, Harness, Key) {
+    let store = Arc::new(Store::new(1 << 20));
+    let mut h = serving(&store);
+    source(&h, THREE);
+    let c = h.create("a", "c", served_json("v2", true));
+    h.ok(&c).await;
+    (store, h, c)
+}
+
 fn served_json(exclude: &str, serve: bool) -> Value {
     json!({"type": "json", "serve": serve, "options": {"uri": "https://example.com/c.json"},
            "registry": "mirror.example", "versions": {"exclude": [exclude]}})
@@ -72,9 +90,7 @@ async fn a_served_channel_publishes_what_its_sync_wrote_and_only_that() {
     assert_eq!(served(&store, "a", "c"), Ok(vec!["v1".into(), "v3".into()]));
     assert_eq!(served(&store, "a", "quiet"), Err(404));
     // As written: the registry applied, the channel data's labels, no bookkeeping.
-    let Some(Served::Data(entry)) = store.get(&("a".into(), "c".into())) else {
-        panic!("not served")
-    };
+    let entry = data_of(&store, "c");
     let body: Value = serde_json::from_slice(&entry.body).unwrap();
     assert_eq!(
         body[0],
@@ -102,15 +118,8 @@ async fn a_served_channel_publishes_what_its_sync_wrote_and_only_that() {
 
 #[tokio::test]
 async fn after_a_start_a_served_channel_is_published_from_its_versions_without_a_sync() {
-    let store = Arc::new(Store::new(1 << 20));
-    let mut h = serving(&store);
-    source(&h, THREE);
-    let c = h.create("a", "c", served_json("v2", true));
-    h.ok(&c).await;
-    let before = store.get(&("a".into(), "c".into()));
-    let Some(Served::Data(before)) = before else {
-        panic!("not served")
-    };
+    let (store, h, c) = synced_served_channel().await;
+    let before = data_of(&store, "c");
     // A new operator process: the same cluster, an empty store, and no sync due.
     let restarted = Arc::new(Store::new(1 << 20));
     let h2 = serving(&restarted);
@@ -120,9 +129,7 @@ async fn after_a_start_a_served_channel_is_published_from_its_versions_without_a
     h2.ok(&c).await;
     assert_eq!(h2.calls("fetch"), 0, "a start synced");
     assert_eq!(h2.calls("read_version"), 2);
-    let Some(Served::Data(after)) = restarted.get(&("a".into(), "c".into())) else {
-        panic!("not served after the start")
-    };
+    let after = data_of(&restarted, "c");
     assert_eq!(after.body, before.body);
     assert_eq!(after.etag, before.etag);
     // Published once: the next look reads nothing.
@@ -132,11 +139,7 @@ async fn after_a_start_a_served_channel_is_published_from_its_versions_without_a
 
 #[tokio::test]
 async fn a_disabled_served_channel_publishes_nothing() {
-    let store = Arc::new(Store::new(1 << 20));
-    let mut h = serving(&store);
-    source(&h, THREE);
-    let c = h.create("a", "c", served_json("v2", true));
-    h.ok(&c).await;
+    let (store, h, c) = synced_served_channel().await;
     h.edit(&c, |ch| ch.spec.enabled = Some(false));
     h.bump(&c);
     h.ok(&c).await;

@@ -68,13 +68,7 @@ pub fn content_hash(v: &ManagedOSVersion) -> String {
     let mut annotations = v.annotations().clone();
     annotations.remove(CONTENT_HASH_ANNOTATION);
     let content = serde_json::json!([v.labels(), annotations, v.spec]);
-    let digest = ring::digest::digest(&ring::digest::SHA256, content.to_string().as_bytes());
-    digest
-        .as_ref()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex_prefix(content.to_string().as_bytes(), 16)
 }
 
 /// Whether this is a version as the metadata-only cache holds it (no spec, no field sets),
