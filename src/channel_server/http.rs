@@ -5,6 +5,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::sync::watch;
+use tracing::info;
+
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -54,4 +57,18 @@ pub async fn serve(
         shutdown,
     )
     .await
+}
+
+/// A store of at most `max_bytes`, and its server on `addr` until `stop` turns true.
+pub fn start(
+    addr: SocketAddr,
+    max_bytes: usize,
+    mut stop: watch::Receiver<bool>,
+) -> (Arc<Store>, impl Future<Output = std::io::Result<()>> + Send) {
+    let store = Arc::new(Store::new(max_bytes));
+    let listener = serve(addr, store.clone(), async move {
+        let _ = stop.wait_for(|s| *s).await;
+    });
+    info!("serving the channels with spec.serve: true on {addr}");
+    (store, listener)
 }

@@ -15,7 +15,7 @@ mod http;
 mod render;
 mod route;
 
-pub use http::serve;
+pub use http::{serve, start};
 pub use render::{BadPlatform, Entry, Item, etag, image_tag, not_modified};
 pub use route::{Answer, Request, answer};
 

@@ -52,11 +52,8 @@ pub enum OperatorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot serve the channel server on {addr}: {source}")]
-    ChannelServer {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error("cannot serve the channel server on {0}: {1}")]
+    ChannelServer(SocketAddr, std::io::Error),
     #[error("cannot build the HTTP client for json channels: {0}")]
     Http(String),
     #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
@@ -239,24 +236,17 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         _ => None,
     };
 
-    let served = args.channel_server_address.map(|_| {
-        let max = usize::try_from(args.channel_server_max_bytes).unwrap_or(usize::MAX);
-        Arc::new(crate::channel_server::Store::new(max))
-    });
-    let channel_server = match (args.channel_server_address, &served) {
-        (Some(addr), Some(store)) => {
-            let mut stop = stop_rx.clone();
-            let listener = crate::channel_server::serve(addr, store.clone(), async move {
-                let _ = stop.wait_for(|s| *s).await;
+    let (served, channel_server) = match args.channel_server_address {
+        Some(addr) => {
+            let max = usize::try_from(args.channel_server_max_bytes).unwrap_or(usize::MAX);
+            let (store, listener) = crate::channel_server::start(addr, max, stop_rx.clone());
+            let task = tokio::spawn(async move {
+                let ended = listener.await;
+                ended.map_err(|source| OperatorError::ChannelServer(addr, source))
             });
-            info!("serving the channels with spec.serve: true on {addr}");
-            Some(tokio::spawn(async move {
-                listener
-                    .await
-                    .map_err(|source| OperatorError::ChannelServer { addr, source })
-            }))
+            (Some(store), Some(task))
         }
-        _ => None,
+        None => (None, None),
     };
 
     let settings = Settings {
