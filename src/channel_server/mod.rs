@@ -9,6 +9,7 @@
 //! (`--channel-server-max-bytes`), and one namespace holds at most half of it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 mod http;
@@ -36,6 +37,9 @@ pub enum Served {
 pub struct Store {
     max_bytes: usize,
     channels: RwLock<BTreeMap<ChannelKey, Served>>,
+    /// Whether this process runs the controllers (a replica waiting for the Lease does
+    /// not, and has nothing to serve).
+    active: AtomicBool,
 }
 
 impl Store {
@@ -43,7 +47,19 @@ impl Store {
         Store {
             max_bytes,
             channels: RwLock::new(BTreeMap::new()),
+            active: AtomicBool::new(false),
         }
+    }
+
+    /// The controllers run until the guard is dropped; then the data goes (a replica that
+    /// lost the Lease serves nothing it might no longer keep up to date).
+    pub fn activate(self: &Arc<Self>) -> Active {
+        self.active.store(true, Ordering::Relaxed);
+        Active(Arc::clone(self))
+    }
+
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
     }
 
     /// Serves `entry` for the channel, in place of what it served before, when it fits the
@@ -92,6 +108,22 @@ impl Store {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+/// While it lives, the store's controllers run ([`Store::activate`]).
+#[derive(Debug)]
+pub struct Active(Arc<Store>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.store(false, Ordering::Relaxed);
+        let mut channels = self
+            .0
+            .channels
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        channels.clear();
     }
 }
 

@@ -97,6 +97,14 @@ pub fn answer(store: &Store, request: Request<'_>) -> Answer {
         a.headers.push(("allow", "GET, HEAD".into()));
         return a;
     }
+    if !store.active() {
+        let mut a = Answer::text(
+            503,
+            "this replica serves no channels: it does not hold the leader Lease; retry".into(),
+        );
+        a.headers.push(("retry-after", "10".into()));
+        return a;
+    }
     let route = route(request.path);
     let (ns, name) = match route {
         Route::Index => return index(store),

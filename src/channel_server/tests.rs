@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use super::route::{Route, route};
 use super::*;
@@ -40,8 +41,9 @@ fn iso(name: &str, version: &str) -> ManagedOSVersion {
     .unwrap()
 }
 
-fn store_with(key: (&str, &str), versions: &[ManagedOSVersion]) -> Store {
-    let store = Store::new(1 << 20);
+fn store_with(key: (&str, &str), versions: &[ManagedOSVersion]) -> Arc<Store> {
+    let store = Arc::new(Store::new(1 << 20));
+    std::mem::forget(store.activate());
     store.publish((key.0.into(), key.1.into()), Entry::render(versions));
     store
 }
@@ -322,7 +324,8 @@ fn one_namespace_holds_at_most_half_of_the_bound() {
     assert!(full.contains("memory is full"), "{full}");
 
     // The store answers 503 with the reason, and the namespace's other channels stay.
-    let store = Store::new(400);
+    let store = Arc::new(Store::new(400));
+    std::mem::forget(store.activate());
     let big: Vec<_> = (0..3)
         .map(|i| version(&format!("v{i}"), "v1", "r/os:v1", None))
         .collect();
@@ -330,4 +333,19 @@ fn one_namespace_holds_at_most_half_of_the_bound() {
     let a = answer(&store, get("/v1/channels/ns/big", None, None));
     assert_eq!(a.status, 503);
     assert!(String::from_utf8_lossy(&a.body).contains("--channel-server-max-bytes"));
+}
+
+#[test]
+fn a_replica_without_the_controllers_answers_503_and_forgets_its_data() {
+    let store = Arc::new(Store::new(1 << 20));
+    let request = get("/v1/channels/ns/ch", None, None);
+    let idle = answer(&store, request);
+    assert_eq!((idle.status, idle.header("retry-after")), (503, Some("10")));
+    let active = store.activate();
+    store.publish(("ns".into(), "ch".into()), Entry::render(&[]));
+    assert_eq!(answer(&store, request).status, 200);
+    // The Lease lost: nothing it might no longer keep current is served.
+    drop(active);
+    assert_eq!(answer(&store, request).status, 503);
+    assert!(!store.holds(&("ns".into(), "ch".into())));
 }

@@ -89,6 +89,8 @@ pub async fn run(
         metrics.clone(),
         bounds,
     );
+    // The channel server answers while the controllers run (and keep its data current).
+    let _serving = served.as_ref().map(crate::channel_server::Store::activate);
     let ctx = Arc::new(Context::new(io, settings, metrics, reporter).serving(served));
     let streaming = caches::streaming_lists_served(&client, names[0].as_deref()).await;
     info!(

@@ -17,6 +17,8 @@ fn serving(store: &Arc<Store>) -> Harness {
     };
     let ctx = Context::new(FakeIo::default(), settings(), Arc::default(), reporter)
         .serving(Some(store.clone()));
+    // The controllers run for the whole test.
+    std::mem::forget(store.activate());
     Harness {
         ctx: Arc::new(ctx),
         serial: 0,
