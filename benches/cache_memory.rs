@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kube::runtime::watcher::Event;
 
 use rancheros_operator::api::ManagedOSVersion;
-use rancheros_operator::controller::version_index::VersionIndex;
-use rancheros_operator::controller::version_meta::VersionMeta;
+use rancheros_operator::controller::versions::index::VersionIndex;
+use rancheros_operator::controller::versions::meta::VersionMeta;
 
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);

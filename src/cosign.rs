@@ -74,11 +74,11 @@ impl PublicKey {
 
 /// The tag cosign stores the signature of `digest` under: `sha256-<hex>.sig`.
 pub fn signature_tag(digest: &str) -> Result<String, VerifyError> {
-    let hex = digest
+    digest
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         .ok_or_else(|| VerifyError::BadDigest(digest.to_string()))?;
-    Ok(format!("sha256-{hex}.sig"))
+    Ok(crate::digest::DigestTag::Signature.of(digest))
 }
 
 /// One signature layer of the signature image: which blob holds the payload, and the

@@ -1,6 +1,50 @@
 //! Content digests (`<algorithm>:<hex>`) as OCI names them: computed, checked, compared.
 //! Below `registry` and `cosign`, which both name content by digest.
 
+/// The tags named after a digest (`<algorithm>-<hex>`, the `:` a tag cannot hold made a
+/// `-`), where a registry keeps what refers to an image: the OCI referrers tag (for
+/// registries without the referrers API) and cosign's signature, attestation and SBOM tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DigestTag {
+    /// `sha256-<hex>`
+    Referrers,
+    /// `sha256-<hex>.sig`
+    Signature,
+    /// `sha256-<hex>.att`
+    Attestation,
+    /// `sha256-<hex>.sbom`
+    Sbom,
+}
+
+impl DigestTag {
+    /// Cosign's three tags.
+    pub const COSIGN: [DigestTag; 3] = [
+        DigestTag::Signature,
+        DigestTag::Attestation,
+        DigestTag::Sbom,
+    ];
+
+    fn suffix(self) -> &'static str {
+        match self {
+            DigestTag::Referrers => "",
+            DigestTag::Signature => ".sig",
+            DigestTag::Attestation => ".att",
+            DigestTag::Sbom => ".sbom",
+        }
+    }
+
+    /// The tag of this kind for `digest` (`<algorithm>:<hex>`).
+    pub fn of(self, digest: &str) -> String {
+        format!("{}{}", digest.replacen(':', "-", 1), self.suffix())
+    }
+
+    /// The sha256 digest a tag of this kind is named after; `None`: not such a tag.
+    pub fn digest_in(self, tag: &str) -> Option<String> {
+        let hex = tag.strip_prefix("sha256-")?.strip_suffix(self.suffix())?;
+        Some(format!("sha256:{hex}"))
+    }
+}
+
 /// The digest (`sha256:<hex>`) of bytes.
 pub fn sha256(data: &[u8]) -> String {
     Algorithm::Sha256.digest(data)
@@ -79,4 +123,25 @@ impl Algorithm {
 /// client does not verify.
 pub fn matches(expected: &str, data: &[u8]) -> Option<bool> {
     Algorithm::of(expected).map(|a| a.digest(data) == expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tags_of_a_digest_spell_it_with_a_dash() {
+        let d = sha256(b"x");
+        let flat = format!("sha256-{}", d.strip_prefix("sha256:").unwrap());
+        assert_eq!(DigestTag::Referrers.of(&d), flat);
+        assert_eq!(
+            DigestTag::COSIGN.map(|t| t.of("sha256:ab")),
+            ["sha256-ab.sig", "sha256-ab.att", "sha256-ab.sbom"]
+        );
+        for t in DigestTag::COSIGN {
+            assert_eq!(t.digest_in(&t.of(&d)), Some(d.clone()));
+        }
+        assert_eq!(DigestTag::Signature.digest_in("sha256-ab.att"), None);
+        assert_eq!(DigestTag::Signature.digest_in("v1.sig"), None);
+    }
 }

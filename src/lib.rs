@@ -1,13 +1,7 @@
 //! rancheros-operator: turns `ManagedOSVersionChannel`s into `ManagedOSVersion`s.
 //!
-//! Module map: `api` (the CRD types), `config` (a channel's spec, checked), `channel` (the
-//! channel data rules, shared with `validate`), `syncer` (the pure decision core),
-//! `controller` (the kube-rs controller that performs the decisions), `display` and
-//! `validate` (the other two subcommands), `cli` (`sync`, `status`, `suspend`, `resume`,
-//! `check`, run by users against a cluster), `client` (the kube client every command builds
-//! alike), `metrics`, `http_server` (the bounded server of the metrics and webhook ports),
-//! `budget` (channel data in memory), `pace` (API writes paced per namespace), `duration`
-//! and `stop` (signals).
+//! The module map, a paragraph per module from the types at the bottom to the commands at
+//! the top, is CONTRIBUTING.md's "How the house is laid out" (a test keeps it complete).
 
 // No input may crash the operator: panicking shortcuts are refused outside tests; the few
 // that remain carry an `allow` with the reason the invariant holds. Arithmetic too: an
@@ -46,6 +40,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod operator;
 pub mod pace;
+pub mod platform;
 pub mod policy;
 pub mod probe;
 pub mod reference;

@@ -75,9 +75,16 @@ enum Command {
         /// also report what it would publish of each valid input and what it holds back.
         #[arg(long, value_name = "FILE")]
         policy: Option<PathBuf>,
-        /// `text` for people (like a compiler's diagnostics), `json` for tools (see docs/validate.md).
-        #[arg(long, value_enum, default_value = "text")]
-        format: validate::Format,
+        /// `text` for people (like a compiler's diagnostics), `json` or `yaml` for tools (see
+        /// docs/validate.md); also spelled `-o`/`--output`.
+        #[arg(
+            short = 'o',
+            long,
+            visible_alias = "output",
+            value_enum,
+            default_value = "text"
+        )]
+        format: rancheros_operator::cli::output::Format,
     },
     /// Ask the operator for a sync of a channel now; with --wait, wait for its outcome.
     ///

@@ -1,4 +1,4 @@
-//! Pacing of the API writes, per namespace (the pure decision; `controller::pacing` waits).
+//! Pacing of the API writes, per namespace (the pure decision; the one writer of versions, `controller::versions::writer`, waits).
 //!
 //! Every version write (dry runs included: the API server admits and validates them as it
 //! does the real ones), of every origin (a sync, its undo, the Orphan finalizer), takes a

@@ -18,11 +18,7 @@ pub mod policy;
 /// Version of the `--format json` document; bumped only on incompatible changes.
 pub const JSON_SCHEMA: u32 = 1;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    Text,
-    Json,
-}
+pub use crate::cli::output::Format;
 
 /// The result for one input.
 #[derive(Debug, Serialize)]
@@ -164,14 +160,14 @@ pub fn run(
                 }
                 None => write_text(out, &r)?,
             },
-            Format::Json => {
+            Format::Json | Format::Yaml => {
                 r.source = Vec::new();
                 kept.push(r);
             }
         }
     }
     match format {
-        Format::Json => write(out, &kept, format)?,
+        Format::Json | Format::Yaml => write(out, &kept, format)?,
         Format::Text => {
             if count > 1 {
                 writeln!(
@@ -194,14 +190,13 @@ pub fn write(
 ) -> std::io::Result<bool> {
     let all_valid = reports.iter().all(|r| r.valid);
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let doc = JsonDoc {
                 schema: JSON_SCHEMA,
                 valid: all_valid,
                 files: reports,
             };
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
-            writeln!(out)?;
+            out.write_all(crate::cli::output::document(format, &doc, false).as_bytes())?;
         }
         Format::Text => {
             for r in reports {

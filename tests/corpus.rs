@@ -518,7 +518,7 @@ fn usage_errors_exit_2_and_read_errors_exit_1() {
     };
     for args in [
         &["validate"][..],
-        &["validate", "--format", "yaml", "x.json"],
+        &["validate", "--format", "xml", "x.json"],
         &["validate", "--no-such-flag", "x.json"],
         &["validate", "-", "-"],
     ] {

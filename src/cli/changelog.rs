@@ -94,7 +94,7 @@ pub async fn run(
         );
     };
     match args.cluster.output {
-        Format::Table => {
+        Format::Text => {
             out.write_all(text.as_bytes()).map_err(CliError::Output)?;
             if !text.ends_with('\n') {
                 writeln!(out).map_err(CliError::Output)?;

@@ -105,7 +105,7 @@ pub async fn run(args: CheckArgs, out: &mut impl std::io::Write) -> Result<Vec<S
     }
     let ok = checks.iter().all(|c| c.ok);
     match args.cluster.output {
-        Format::Table => {
+        Format::Text => {
             let lines: String = checks.iter().map(|c| format!("{}\n", c.line())).collect();
             super::write_out(out, &lines)?;
         }

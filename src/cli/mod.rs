@@ -303,8 +303,15 @@ pub struct ClusterArgs {
     /// All namespaces.
     #[arg(short = 'A', long, conflicts_with = "namespace")]
     pub all_namespaces: bool,
-    /// Output format: `table` for people, `json` or `yaml` for scripts (docs/cli.md).
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    /// Output format: `table` (or `text`) for people, `json` or `yaml` for scripts
+    /// (docs/cli.md); also spelled `--format`.
+    #[arg(
+        short = 'o',
+        long,
+        visible_alias = "format",
+        value_enum,
+        default_value = "table"
+    )]
     pub output: output::Format,
 }
 

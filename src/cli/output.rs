@@ -1,13 +1,19 @@
-//! `-o table|json|yaml`: tables and lines for people, documents for scripts. A document is
-//! printed whole, once the command knows everything it reports (json: pretty-printed;
-//! `status --watch`: one compact JSON object per line, one YAML document per `---`).
+//! `-o text|json|yaml`, the output format of every command that reports (`sync`, `status`,
+//! `check`, ..., `validate`, `mirror`): text (lines and tables) for people, documents for
+//! scripts. A document is printed whole, once the command knows everything it reports
+//! (json: pretty-printed; `status --watch`: one compact JSON object per line, one YAML
+//! document per `---`).
 
 use serde::Serialize;
 
+/// The one output format type. Its people's format is `text`, also spelled `table` (the
+/// cluster commands' name for it); every command's flag is `-o`/`--output`, also spelled
+/// `--format` (`validate`'s first spelling).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     #[default]
-    Table,
+    #[value(alias = "table")]
+    Text,
     Json,
     Yaml,
 }
@@ -15,7 +21,7 @@ pub enum Format {
 impl Format {
     /// Whether the output is a document for scripts.
     pub fn is_document(self) -> bool {
-        self != Format::Table
+        self != Format::Text
     }
 }
 
@@ -44,6 +50,44 @@ pub fn document(format: Format, doc: &impl Serialize, stream: bool) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// One type behind `-o` everywhere, each command's old spelling of the flag and of the
+    /// people's format still taken.
+    #[test]
+    fn every_command_takes_one_format_by_every_spelling() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cluster {
+            #[command(flatten)]
+            args: crate::cli::ClusterArgs,
+        }
+        #[derive(Parser)]
+        struct Mirror {
+            #[command(flatten)]
+            args: crate::mirror::MirrorArgs,
+        }
+        let cluster = |a: &[&str]| {
+            Cluster::try_parse_from([&["x"], a].concat())
+                .unwrap()
+                .args
+                .output
+        };
+        assert_eq!(cluster(&[]), Format::Text);
+        assert_eq!(cluster(&["-o", "table"]), Format::Text);
+        assert_eq!(cluster(&["--output", "text"]), Format::Text);
+        assert_eq!(cluster(&["--format", "yaml"]), Format::Yaml);
+        let mirror = |a: &[&str]| {
+            Mirror::try_parse_from([&["x", "src", "--to", "dir:d"], a].concat())
+                .unwrap()
+                .args
+                .output
+        };
+        assert_eq!(mirror(&[]), Format::Text);
+        assert_eq!(mirror(&["-o", "json"]), Format::Json);
+        assert_eq!(mirror(&["--format", "yaml"]), Format::Yaml);
+        assert_eq!(mirror(&["-o", "table"]), Format::Text);
+        assert!(Cluster::try_parse_from(["x", "-o", "xml"]).is_err());
+    }
 
     #[test]
     fn json_and_yaml_carry_the_same_data() {

@@ -98,7 +98,7 @@ async fn watch(
     };
     // A terminal shows the table in place; elsewhere (a pipe, a log) each one follows the
     // last, a blank line between.
-    let screen = format == Format::Table && std::io::stdout().is_terminal();
+    let screen = format == Format::Text && std::io::stdout().is_terminal();
     draw(screen, format, &first, scope, out, err)?;
     let mut shown = first;
     let mut known: BTreeMap<Target, ChannelView> = BTreeMap::new();
@@ -163,7 +163,7 @@ fn draw(
         super::write_out(out, "\x1b[H\x1b[2J")?;
     }
     print(format, views, true, scope, out, err)?;
-    if format == Format::Table && !screen && !views.is_empty() {
+    if format == Format::Text && !screen && !views.is_empty() {
         super::write_out(out, "\n")?;
     }
     Ok(())

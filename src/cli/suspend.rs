@@ -77,7 +77,7 @@ pub async fn run(
             suspend,
             changed: now != suspend,
         };
-        if args.cluster.output == Format::Table {
+        if args.cluster.output == Format::Text {
             super::write_out(out, &format!("{}\n", result.line()))?;
         }
         results.push(result);

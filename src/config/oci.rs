@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::{Limits, clean_path, fetch_timeout, string, typed, unknown_keys};
+pub use crate::platform::Platform;
 
 /// The file read from an image when `options.path` is not set (where Elemental's channel
 /// images keep it).
@@ -98,62 +99,6 @@ impl ImageRef {
     }
 }
 
-/// `os/architecture[/variant]`, as an image index lists them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-}
-
-impl fmt::Display for Platform {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
-        match &self.variant {
-            Some(v) => write!(f, "/{v}"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Platform {
-    /// `linux/<the operator's architecture>`, in the names images use.
-    pub fn host() -> Platform {
-        let architecture = match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
-            "powerpc64" => "ppc64le",
-            "x86" => "386",
-            other => other,
-        };
-        Platform {
-            os: "linux".into(),
-            architecture: architecture.into(),
-            variant: None,
-        }
-    }
-
-    pub fn parse(text: &str) -> Result<Platform, String> {
-        let parts: Vec<&str> = text.trim().split('/').collect();
-        let ok = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric());
-        match parts.as_slice() {
-            [os, arch] if ok(os) && ok(arch) => Ok(Platform {
-                os: os.to_string(),
-                architecture: arch.to_string(),
-                variant: None,
-            }),
-            [os, arch, variant] if ok(os) && ok(arch) && ok(variant) => Ok(Platform {
-                os: os.to_string(),
-                architecture: arch.to_string(),
-                variant: Some(variant.to_string()),
-            }),
-            _ => Err(format!(
-                "spec.options.platform: {text:?} is not os/architecture[/variant] (like linux/amd64)"
-            )),
-        }
-    }
-}
-
 #[derive(serde::Deserialize)]
 struct Named {
     name: String,
@@ -185,7 +130,7 @@ pub(super) fn oci_options(
     }
     let platform = match string(options, "platform")? {
         None => Platform::host(),
-        Some(p) => Platform::parse(&p)?,
+        Some(p) => Platform::parse(&p).map_err(|e| format!("spec.options.platform: {e}"))?,
     };
     Ok(OciOptions {
         image,

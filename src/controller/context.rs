@@ -4,13 +4,21 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::Key;
-use super::events::Reporter;
-use super::io::ChannelIo;
-use super::record::{Memory, Record, Wake};
 use crate::api::ManagedOSVersionChannel;
+use crate::controller::Key;
+use crate::controller::io::ChannelIo;
+use crate::controller::records::{Memory, Record, Wake};
 use crate::metrics::Metrics;
 use crate::syncer::Settings;
+
+/// Who publishes: the `reportingController` and `reportingInstance` of every Event (kept
+/// here, with the state it is part of, so that `events` depends on `context` and not the
+/// other way round).
+#[derive(Clone, Debug)]
+pub struct Reporter {
+    pub controller: String,
+    pub instance: String,
+}
 
 /// Shared state of all reconciliations.
 pub struct Context<I: ChannelIo> {

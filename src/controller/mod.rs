@@ -2,16 +2,24 @@
 //! they own) whose `reconcile` runs one `pipeline::Attempt`: observe, ask
 //! `syncer::decide`, perform the decision.
 //!
-//! Rooms: `context` (the state every reconciliation shares, and the ways to it), `run` (the
-//! wiring: watch caches, controllers, until shutdown), `io` (the I/O boundary, one trait)
-//! and `kube_io` (its implementation over the API server and the watch caches), `pipeline`
-//! (the steps of one reconciliation), `record` (what is kept per channel, and the sync
-//! slots), `slots` (the pure sync slots: who may sync, who waits, who is next), `caches`
-//! (the shared watch caches and what triggers a reconciliation), `remote` (json fetches,
-//! oci pulls and their kept data), `events` (Events and their series), `writes` (the
-//! all-or-nothing version writes), `writer` (the one writer of versions: paced, counted,
-//! budgeted), `pacing` (its turns per namespace), `pods` (the syncer pod), `errors` (API
-//! errors and their classes).
+//! Rooms, each a folder with its own map, from the bottom up (each imports only rooms
+//! below it; `tests/module_graph.rs` holds the line):
+//! - `io`: the I/O boundary, one trait per thing it serves (pods, versions, the channel and
+//!   its Events, owned objects, sources), and API errors with their classes (`errors`);
+//! - `versions`: the metadata-only version cache and its index, the one writer of versions
+//!   (paced per namespace, budgeted, counted) and a sync's writes, all or nothing;
+//! - `records`: what is kept per channel between reconciliations, and the sync slots
+//!   (`slots`: who may sync, who waits, who is next);
+//! - `objects`: Events, the other objects a channel owns (`owned`), the Orphan finalizer;
+//! - `pods`: the syncer pod;
+//! - `caches`: the shared watch caches, what triggers a reconciliation, and decoding that no
+//!   single object can break (`decoding`);
+//! - `cluster`: the I/O boundary implemented over the API server and the watch caches;
+//! - `pipeline`: one reconciliation's steps, the controller wiring that runs them (`run`),
+//!   and json and oci data (`remote`);
+//! - `context` (the one file beside this one): the state every reconciliation shares, and
+//!   `Context`'s methods live with what they serve (`objects`, `pipeline::remote`);
+//! - `tests`: the pipeline's unit tests over an in-memory fake of `io` (`tests::fake`).
 //!
 //! Failure model: whatever fails in an attempt (an API error while observing, a write the
 //! API server refuses, channel data that breaks a rule) is decided like any failed sync:
@@ -20,30 +28,15 @@
 //! `error_policy`, which backs off per channel in memory, by the same policy.
 
 mod caches;
+mod cluster;
 mod context;
-mod decoding;
-mod errors;
-mod events;
-mod finalize;
 mod io;
-mod kube_io;
-mod owned;
-mod pacing;
+mod objects;
 mod pipeline;
 mod pods;
-mod record;
-mod remote;
-mod run;
-mod serving;
-mod slots;
-pub mod version_index;
-pub mod version_meta;
-mod version_write;
-mod writer;
-mod writes;
+mod records;
+pub mod versions;
 
-#[cfg(test)]
-mod fake;
 #[cfg(test)]
 mod tests;
 
@@ -56,11 +49,11 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{debug, warn};
 
 use crate::api::ManagedOSVersionChannel;
+pub use caches::decoding::Lenient;
 use context::Context;
-pub use decoding::Lenient;
-use errors::Error;
 use io::ChannelIo;
-pub use run::{Clients, Watched, run};
+use io::errors::Error;
+pub use pipeline::run::{Clients, Watched, run};
 
 /// A channel, as the controller's queue and memory name it.
 use crate::api::ChannelKey as Key;

@@ -84,7 +84,9 @@ pub(super) async fn copy_image(
     let tags = if rebuilt {
         Vec::new()
     } else {
-        plan::cosign_tags(&digest)
+        crate::digest::DigestTag::COSIGN
+            .map(|t| t.of(&digest))
+            .to_vec()
     };
     for tag in tags {
         let Some(signature) = src.manifest_digest(&from, &tag).await.map_err(fail)? else {

@@ -155,47 +155,6 @@ pub fn artifact(data: &[u8]) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Digests with their sizes.
-pub type Digests = Vec<(String, u64)>;
-
-/// The digests a manifest names: child manifests (an index's) and blobs (an image's
-/// config and layers), each with its size (what bounds its bytes). A digest not
-/// well-formed, or a descriptor without a size, is refused.
-pub fn children(body: &[u8]) -> Result<(Digests, Digests), String> {
-    let v: Value =
-        serde_json::from_slice(body).map_err(|_| "a manifest is not JSON".to_string())?;
-    let manifests = v["manifests"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(descriptor)
-        .collect::<Result<Digests, String>>()?;
-    let mut blobs = Vec::new();
-    if v["config"].is_object() {
-        blobs.push(descriptor(&v["config"])?);
-    }
-    for layer in v["layers"].as_array().into_iter().flatten() {
-        blobs.push(descriptor(layer)?);
-    }
-    Ok((manifests, blobs))
-}
-
-fn descriptor(d: &Value) -> Result<(String, u64), String> {
-    let digest = d["digest"]
-        .as_str()
-        .ok_or("a descriptor without a digest")?;
-    if crate::registry::Algorithm::checked(digest).is_none() {
-        return Err(format!(
-            "a descriptor names the digest {:?}",
-            crate::text::head(digest, 140)
-        ));
-    }
-    let size = d["size"]
-        .as_u64()
-        .ok_or_else(|| format!("the descriptor of {digest} has no size"))?;
-    Ok((digest.to_string(), size))
-}
-
 /// An image index narrowed to `platforms` (`--platform`): the same index with only the
 /// entries serving one of them (in its order, annotations and all); `None` when `body` is
 /// not an index or every entry serves one; an error when none does.
@@ -224,6 +183,8 @@ pub fn narrow_index(
     if keep.len() >= entries.len() {
         return Ok(None); // every entry serves one: the index as it is
     }
+    // The index rebuilt from its own JSON, not from the types: every field it has, known
+    // or not, stays as it was.
     let mut index: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     if let Some(list) = index.get_mut("manifests").and_then(Value::as_array_mut) {
         list.retain(|d| d["digest"].as_str().is_some_and(|x| keep.contains(&x)));
@@ -231,15 +192,6 @@ pub fn narrow_index(
     serde_json::to_vec(&index)
         .map(Some)
         .map_err(|e| e.to_string())
-}
-
-/// The cosign tags of a digest (`sha256-<hex>.sig`, `.att`, `.sbom`).
-pub fn cosign_tags(digest: &str) -> Vec<String> {
-    let flat = digest.replacen(':', "-", 1);
-    ["sig", "att", "sbom"]
-        .iter()
-        .map(|s| format!("{flat}.{s}"))
-        .collect()
 }
 
 /// The channel to apply at the site: `type: oci`, the mirrored artifact.

@@ -13,6 +13,7 @@
 
 use serde_json::{Value, json};
 
+use crate::digest::DigestTag;
 use crate::registry::{self, PullError, manifest::OCI_INDEX};
 
 use super::Mode;
@@ -23,12 +24,6 @@ use super::walk::{State, Walk};
 pub const MAX_ANNOTATIONS: usize = 32;
 /// The most bytes of a referrer's annotations (keys and values, as JSON).
 pub const MAX_ANNOTATION_BYTES: usize = 8 << 10;
-
-/// The referrers tag of `digest` (the distribution spec's fallback for registries without
-/// the referrers API): `<algorithm>-<hex>`.
-pub fn tag(digest: &str) -> String {
-    digest.replacen(':', "-", 1)
-}
 
 /// The descriptors of a referrers index, each naming a well-formed digest.
 pub fn descriptors(index: &[u8]) -> Result<Vec<Value>, String> {
@@ -118,7 +113,11 @@ async fn listed(store: &Store<'_>, loc: &Loc, digest: &str) -> Result<(bool, Vec
     if let Some(index) = store.referrers(loc, digest).await.map_err(fail)? {
         return Ok((true, descriptors(&index).map_err(at)?));
     }
-    match store.manifest(loc, &tag(digest)).await.map_err(fail)? {
+    match store
+        .manifest(loc, &DigestTag::Referrers.of(digest))
+        .await
+        .map_err(fail)?
+    {
         Some((index, _)) => Ok((false, descriptors(&index).map_err(at)?)),
         None => Ok((false, Vec::new())),
     }
@@ -181,7 +180,7 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
         // A registry with the API indexed each one as it was stored.
         Mode::Copy if api => walk.copied.state = State::Copied,
         Mode::Copy => {
-            let tag = tag(digest);
+            let tag = DigestTag::Referrers.of(digest);
             let existing = walk.dst.manifest(walk.to, &tag).await.map_err(fail)?;
             let body = extend(existing.as_ref().map(|(b, _)| b.as_slice()), &added)?;
             walk.dst
@@ -253,11 +252,6 @@ mod tests {
         m["artifactType"] = json!("application/spdx+json");
         let e = entry(A, "sha256:cc", mt, &serde_json::to_vec(&m).unwrap()).unwrap();
         assert_eq!(e["artifactType"], "application/spdx+json");
-    }
-
-    #[test]
-    fn the_referrers_tag_is_the_digest_with_a_dash() {
-        assert_eq!(tag(A), format!("sha256-{}", &A[7..]));
     }
 
     #[test]

@@ -4,11 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use super::MAX_DATA_BYTES;
 use super::plan::Source;
-use super::store::{Registries, Store};
+use super::registries::Registries;
+use super::store::Store;
 use crate::config::ImageRef;
 use crate::registry;
 
@@ -103,12 +102,16 @@ pub(super) async fn read_channel(
                     d.display()
                 ));
             }
-            let manifest: Value =
-                serde_json::from_slice(&body).map_err(|_| "the channel's manifest is not JSON")?;
-            let layer = manifest["layers"][0]["digest"]
-                .as_str()
+            let layers = match registry::manifest::parse(&body, None) {
+                Ok(registry::manifest::Manifest::Image(layers)) => layers,
+                Ok(registry::manifest::Manifest::Index(_)) => Vec::new(),
+                Err(e) => return Err(format!("the channel's manifest: {e}")),
+            };
+            let layer = layers
+                .into_iter()
+                .next()
                 .ok_or("the channel's manifest names no layer")?
-                .to_string();
+                .digest;
             let data = l
                 .manifest(&layer, MAX_DATA_BYTES)
                 .await

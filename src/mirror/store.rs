@@ -1,75 +1,55 @@
 //! The two sides of a mirror: registries (credentials from docker config files, plain
 //! HTTP where the user said so) and layout directories, behind one set of operations.
+//! A registry is a [`Remote`]: `Registries` speaks HTTP to real ones, the unit tests'
+//! in-memory registry stands in for them.
 
 use futures::StreamExt;
+use futures::future::LocalBoxFuture;
 use futures::stream::BoxStream;
 
 use crate::config::{ImageRef, Reference};
-use crate::registry::{self, Credentials, PullError, push};
+use crate::registry::{self, PullError, push};
 
-use super::MirrorArgs;
 use super::layout::Layout;
 
-/// Where credentials and plain HTTP come from, for every registry a run speaks to.
-pub(super) struct Registries {
-    client: registry::Client,
-    insecure: Vec<String>,
-    pub(super) configs: Vec<Vec<u8>>,
-    pub(super) ca_file: Option<std::path::PathBuf>,
-    timeout: std::time::Duration,
-    /// The bearer tokens sessions won, by registry, repository and actions: the next
-    /// session there starts with it (a token costs a 401 and a request to the token
-    /// server; without this, every operation paid both).
-    bearers: std::sync::Mutex<std::collections::HashMap<(String, String, &'static str), String>>,
-}
+/// A blob's bytes, as they arrive.
+pub(crate) type Bytes = BoxStream<'static, Result<bytes::Bytes, PullError>>;
+/// One registry operation.
+pub(crate) type Op<'a, T> = LocalBoxFuture<'a, Result<T, PullError>>;
 
-impl Registries {
-    pub(super) fn new(args: &MirrorArgs) -> Result<Self, String> {
-        // No egress policy: it guards the operator's network, not the user's.
-        let mut client =
-            registry::Client::new(crate::egress::Policy::new(Vec::new(), Vec::new()), u64::MAX)
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        if let Some(f) = &args.ca_file {
-            let pem = std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
-            client = client.with_roots(&pem).map_err(|e| {
-                e.to_string()
-                    .replace("caSecretRef: ca.crt", &format!("--ca-file {}", f.display()))
-            })?;
-        }
-        let mut configs = Vec::new();
-        if let Some(f) = &args.registry_config {
-            configs
-                .push(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?);
-        }
-        configs.extend(
-            crate::validate::image::login_files()
-                .into_iter()
-                .filter_map(|f| std::fs::read(f).ok()),
-        );
-        Ok(Registries {
-            client,
-            insecure: args.insecure.clone(),
-            configs,
-            ca_file: args.ca_file.clone(),
-            timeout: args.timeout,
-            bearers: Default::default(),
-        })
-    }
-
-    pub(super) fn is_insecure(&self, host: &str) -> bool {
-        self.insecure.iter().any(|h| h == host)
-    }
-
-    pub(super) fn credentials(&self, host: &str) -> Option<Credentials> {
-        self.configs
-            .iter()
-            .find_map(|c| registry::auth::lookup(c, host).ok().flatten())
-    }
+/// The registry operations a mirror makes, each on one repository (`loc`): what the OCI
+/// distribution protocol offers, nothing of how it is spoken.
+pub(crate) trait Remote {
+    /// A manifest by tag or digest, with the `Content-Type` it was served with.
+    fn manifest<'a>(
+        &'a self,
+        loc: &'a Loc,
+        reference: &'a str,
+    ) -> Op<'a, Option<(Vec<u8>, Option<String>)>>;
+    /// The digest `reference` names, if there is one.
+    fn manifest_digest<'a>(&'a self, loc: &'a Loc, reference: &'a str) -> Op<'a, Option<String>>;
+    /// The referrers API's index of `digest`; `None`: no such API.
+    fn referrers<'a>(&'a self, loc: &'a Loc, digest: &'a str) -> Op<'a, Option<Vec<u8>>>;
+    fn has_blob<'a>(&'a self, loc: &'a Loc, digest: &'a str) -> Op<'a, bool>;
+    fn blob<'a>(&'a self, loc: &'a Loc, digest: &'a str) -> Op<'a, Bytes>;
+    fn put_blob<'a>(&'a self, loc: &'a Loc, digest: &'a str, size: u64, data: Bytes) -> Op<'a, ()>;
+    /// Takes `digest` into `loc` from the repository `from` of the same registry; whether
+    /// the registry did.
+    fn mount_blob<'a>(&'a self, loc: &'a Loc, digest: &'a str, from: &'a str) -> Op<'a, bool>;
+    fn put_manifest<'a>(
+        &'a self,
+        loc: &'a Loc,
+        reference: &'a str,
+        media_type: &'a str,
+        body: &'a [u8],
+    ) -> Op<'a, ()>;
+    /// The most a blob may take in all (`--timeout`).
+    fn blob_time(&self) -> Option<std::time::Duration>;
 }
 
 /// One side of the copy.
-pub(super) enum Store<'a> {
-    Registry(&'a Registries),
+pub(crate) enum Store<'a> {
+    Registry(&'a dyn Remote),
     Dir(&'a Layout),
 }
 
@@ -122,33 +102,6 @@ impl Loc {
 }
 
 impl Store<'_> {
-    async fn with_session<T>(
-        r: &Registries,
-        loc: &Loc,
-        actions: &'static str,
-        f: impl AsyncFnOnce(&mut registry::Session<'_>) -> Result<T, PullError>,
-    ) -> Result<T, PullError> {
-        let image = loc.image();
-        let credentials = r.credentials(&loc.registry);
-        let mut session = r.client.session(
-            &image,
-            r.is_insecure(&loc.registry),
-            credentials.as_ref(),
-            r.timeout,
-            actions,
-        );
-        let key = (loc.registry.clone(), loc.repository.clone(), actions);
-        let known = r.bearers.lock().ok().and_then(|b| b.get(&key).cloned());
-        if let Some(bearer) = known {
-            session.use_bearer(bearer);
-        }
-        let result = f(&mut session).await;
-        if let (Some(bearer), Ok(mut bearers)) = (session.bearer(), r.bearers.lock()) {
-            bearers.insert(key, bearer.to_string());
-        }
-        result
-    }
-
     /// A manifest by tag or digest, with the media type it is stored with.
     pub(super) async fn manifest(
         &self,
@@ -156,10 +109,7 @@ impl Store<'_> {
         reference: &str,
     ) -> Result<Option<(Vec<u8>, String)>, PullError> {
         let found = match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull", async |s| push::manifest(s, reference).await)
-                    .await?
-            }
+            Store::Registry(r) => r.manifest(loc, reference).await?,
             Store::Dir(l) => match l.resolve(&loc.at(reference)).await {
                 Some(d) => l
                     .manifest(&d, registry::manifest::MAX_MANIFEST_BYTES)
@@ -181,12 +131,7 @@ impl Store<'_> {
         reference: &str,
     ) -> Result<Option<String>, PullError> {
         match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull", async |s| {
-                    push::manifest_digest(s, reference).await
-                })
-                .await
-            }
+            Store::Registry(r) => r.manifest_digest(loc, reference).await,
             Store::Dir(l) => Ok(l.resolve(&loc.at(reference)).await),
         }
     }
@@ -199,18 +144,14 @@ impl Store<'_> {
         digest: &str,
     ) -> Result<Option<Vec<u8>>, PullError> {
         match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull", async |s| push::referrers(s, digest).await).await
-            }
+            Store::Registry(r) => r.referrers(loc, digest).await,
             Store::Dir(_) => Ok(None),
         }
     }
 
     pub(super) async fn has_blob(&self, loc: &Loc, digest: &str) -> Result<bool, PullError> {
         match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull", async |s| push::has_blob(s, digest).await).await
-            }
+            Store::Registry(r) => r.has_blob(loc, digest).await,
             Store::Dir(l) => l.has_blob(digest).await,
         }
     }
@@ -230,10 +171,7 @@ impl Store<'_> {
         size: u64,
     ) -> Result<BoxStream<'static, Result<bytes::Bytes, PullError>>, PullError> {
         let (data, limit) = match self {
-            Store::Registry(r) => (
-                Self::with_session(r, loc, "pull", async |s| push::blob(s, digest).await).await?,
-                Some(r.timeout),
-            ),
+            Store::Registry(r) => (r.blob(loc, digest).await?, r.blob_time()),
             Store::Dir(l) => (l.blob(digest).await?, None),
         };
         Ok(bounded(data, digest, size, limit))
@@ -247,12 +185,7 @@ impl Store<'_> {
         data: BoxStream<'static, Result<bytes::Bytes, PullError>>,
     ) -> Result<(), PullError> {
         match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull,push", async |s| {
-                    push::put_blob(s, digest, size, data).await
-                })
-                .await
-            }
+            Store::Registry(r) => r.put_blob(loc, digest, size, data).await,
             Store::Dir(l) => l.put_blob(digest, size, data).await,
         }
     }
@@ -261,11 +194,7 @@ impl Store<'_> {
     /// the registry allows; whether it did (a layout shares its blobs: never needed).
     pub(super) async fn mount_blob(&self, loc: &Loc, digest: &str, from: &str) -> bool {
         match self {
-            Store::Registry(r) => Self::with_session(r, loc, "pull,push", async |s| {
-                push::mount_blob(s, digest, from).await
-            })
-            .await
-            .unwrap_or(false),
+            Store::Registry(r) => r.mount_blob(loc, digest, from).await.unwrap_or(false),
             Store::Dir(_) => false,
         }
     }
@@ -281,12 +210,7 @@ impl Store<'_> {
         named: bool,
     ) -> Result<(), PullError> {
         match self {
-            Store::Registry(r) => {
-                Self::with_session(r, loc, "pull,push", async |s| {
-                    push::put_manifest(s, reference, media_type, body).await
-                })
-                .await
-            }
+            Store::Registry(r) => r.put_manifest(loc, reference, media_type, body).await,
             Store::Dir(l) if named => {
                 l.put_manifest(&loc.at(reference), media_type, body, false)
                     .await

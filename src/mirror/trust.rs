@@ -155,9 +155,9 @@ pub(super) async fn bundle(
         .rev()
         .filter_map(|(n, sig)| {
             let (repository, tag) = n.rsplit_once(':')?;
-            let hex = tag.strip_prefix("sha256-")?.strip_suffix(".sig")?;
+            let digest = crate::digest::DigestTag::Signature.digest_in(tag)?;
             (repository == path || repository.ends_with(&under))
-                .then(|| (repository.to_string(), format!("sha256:{hex}"), sig.clone()))
+                .then(|| (repository.to_string(), digest, sig.clone()))
         })
         .take(MAX_SIGNED)
         .collect();

@@ -45,7 +45,8 @@ impl Stats {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub(super) enum State {
     /// Sent now (or, in a dry run, would be).
     Copied,
@@ -147,9 +148,9 @@ impl Walk<'_, '_> {
                 self.from.at(digest)
             ));
         }
-        let (manifests, blobs) =
-            plan::children(body).map_err(|e| format!("{}: {e}", self.from.at(digest)))?;
-        for (child, _) in manifests {
+        let registry::manifest::Contents { manifests, blobs } = registry::manifest::contents(body)
+            .map_err(|e| format!("{}: {e}", self.from.at(digest)))?;
+        for registry::manifest::Sized { digest: child, .. } in manifests {
             if self.seen.contains(&child) {
                 continue;
             }
@@ -178,7 +179,7 @@ impl Walk<'_, '_> {
             Box::pin(self.tree(&child, &cbody, &ctype, false)).await?;
             self.depth = self.depth.saturating_sub(1);
         }
-        for (blob, size) in blobs {
+        for registry::manifest::Sized { digest: blob, size } in blobs {
             if !self.seen.insert(blob.clone()) {
                 continue;
             }

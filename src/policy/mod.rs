@@ -14,6 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::VersionsPolicy;
 use crate::channel::ChannelVersion;
+use crate::platform::Platform;
 
 pub mod semver;
 
@@ -80,7 +81,7 @@ impl Pattern {
 /// A checked `spec.versions`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Policy {
-    platforms: Vec<(String, String)>,
+    platforms: Vec<Platform>,
     include: Vec<Pattern>,
     exclude: Vec<Pattern>,
     pub min_age: Option<Duration>,
@@ -121,7 +122,7 @@ impl Policy {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                platform(p).ok_or_else(|| {
+                Platform::loose(p).ok_or_else(|| {
                     format!(
                         "{}: {:?} is not a platform; use os/arch, like linux/arm64",
                         field(&format!("platforms[{i}]")),
@@ -157,23 +158,9 @@ impl Policy {
     }
 }
 
-/// `os/arch[/variant]` with the kernel's names of the architectures taken as OCI's:
-/// (os, arch), lowercase; the variant is not compared.
-fn platform(text: &str) -> Option<(String, String)> {
-    let mut parts = text.trim().split('/');
-    let os = parts.next().filter(|s| !s.is_empty())?;
-    let arch = parts.next().filter(|s| !s.is_empty())?;
-    let arch = match arch.to_ascii_lowercase().as_str() {
-        "x86_64" | "x86-64" => "amd64".to_string(),
-        "aarch64" => "arm64".to_string(),
-        other => other.to_string(),
-    };
-    Some((os.to_ascii_lowercase(), arch))
-}
-
 /// Whether an entry's free-form `platforms` keeps it: no such key (or not a list of
 /// strings) keeps it, else one of its platforms must be wanted.
-fn platform_kept(wanted: &[(String, String)], item: &ChannelVersion) -> bool {
+fn platform_kept(wanted: &[Platform], item: &ChannelVersion) -> bool {
     let listed = item
         .spec
         .metadata
@@ -185,19 +172,21 @@ fn platform_kept(wanted: &[(String, String)], item: &ChannelVersion) -> bool {
     };
     let platforms: Vec<_> = listed
         .iter()
-        .filter_map(|p| p.as_str().and_then(platform))
+        .filter_map(|p| p.as_str().and_then(Platform::loose))
         .collect();
     if platforms.is_empty() && !listed.is_empty() {
         return true;
     }
-    platforms.iter().any(|p| wanted.contains(p))
+    platforms
+        .iter()
+        .any(|p| wanted.iter().any(|w| w.same_machine(p)))
 }
 
 /// Whether `item` runs on the platform `text` (`os/arch`) as the `platforms` rule judges
 /// it (an entry without the key runs anywhere); `None`: `text` is no platform. The channel
 /// server's `?platform=` narrows with it.
 pub fn runs_on(text: &str, item: &ChannelVersion) -> Option<bool> {
-    let wanted = platform(text)?;
+    let wanted = Platform::loose(text)?;
     Some(platform_kept(std::slice::from_ref(&wanted), item))
 }
 

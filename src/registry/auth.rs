@@ -171,6 +171,40 @@ pub struct Token {
     pub access_token: Option<String>,
 }
 
+/// Where `docker login`, `podman login` and `skopeo login` keep credentials, first found
+/// first used.
+pub fn login_files() -> Vec<std::path::PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    let mut files = Vec::new();
+    files.extend(env("REGISTRY_AUTH_FILE"));
+    files.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
+    match env("DOCKER_CONFIG") {
+        Some(d) => files.push(d.join("config.json")),
+        None => files.extend(env("HOME").map(|h| h.join(".docker/config.json"))),
+    }
+    files
+}
+
+/// The login files of [`login_files`] that can be read, in their order.
+pub fn login_configs() -> Vec<Vec<u8>> {
+    login_files()
+        .into_iter()
+        .filter_map(|f| std::fs::read(f).ok())
+        .collect()
+}
+
+/// The credentials for `registry` in the first of `configs` (docker config files) that
+/// has them; one that cannot be read is passed over.
+pub fn first_credentials(configs: &[Vec<u8>], registry: &str) -> Option<Credentials> {
+    configs
+        .iter()
+        .find_map(|c| lookup(c, registry).ok().flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,6 +96,68 @@ pub fn parse(body: &[u8], content_type: Option<&str>) -> Result<Manifest, String
     }
 }
 
+/// A descriptor's digest and size, checked: what a copy fetches, and what bounds its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sized {
+    pub digest: String,
+    pub size: u64,
+}
+
+/// What a manifest or an index names, for copying it whole (`mirror`): an index's
+/// manifests, an image's config and layers (an artifact's too, whatever their types).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Contents {
+    pub manifests: Vec<Sized>,
+    pub blobs: Vec<Sized>,
+}
+
+/// The [`Contents`] of a manifest body: a digest not well-formed (one a path could be made
+/// of), or a descriptor without a size, is refused.
+pub fn contents(body: &[u8]) -> Result<Contents, String> {
+    #[derive(Deserialize)]
+    struct Raw {
+        #[serde(default)]
+        manifests: Vec<RawDescriptor>,
+        #[serde(default)]
+        config: Option<RawDescriptor>,
+        #[serde(default)]
+        layers: Vec<RawDescriptor>,
+    }
+    #[derive(Deserialize)]
+    struct RawDescriptor {
+        digest: Option<String>,
+        size: Option<u64>,
+    }
+    let checked = |d: RawDescriptor| -> Result<Sized, String> {
+        let digest = d.digest.ok_or("a descriptor without a digest")?;
+        if crate::digest::Algorithm::checked(&digest).is_none() {
+            return Err(format!(
+                "a descriptor names the digest {:?}",
+                crate::text::head(&digest, 140)
+            ));
+        }
+        let size = d
+            .size
+            .ok_or_else(|| format!("the descriptor of {digest} has no size"))?;
+        Ok(Sized { digest, size })
+    };
+    let raw: Raw = serde_json::from_slice(body)
+        .map_err(|_| "a manifest is not JSON, or not shaped as one".to_string())?;
+    Ok(Contents {
+        manifests: raw
+            .manifests
+            .into_iter()
+            .map(checked)
+            .collect::<Result<_, _>>()?,
+        blobs: raw
+            .config
+            .into_iter()
+            .chain(raw.layers)
+            .map(checked)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
 /// A word the registry sent (a media type, a platform's part), for a message: shown only
 /// when it is short and made of the characters such names use, so that a message never
 /// carries free text of what answered.
@@ -229,5 +291,41 @@ mod tests {
         ] {
             assert_eq!(compression(t), c, "{t}");
         }
+    }
+
+    #[test]
+    fn a_manifest_names_its_children_and_blobs() {
+        let (a, c, l) = ("a".repeat(64), "c".repeat(64), "e".repeat(64));
+        let sized = |d: &str, size: u64| Sized {
+            digest: format!("sha256:{d}"),
+            size,
+        };
+        let children = |body: &[u8]| contents(body).map(|c| (c.manifests, c.blobs));
+        let index = format!(r#"{{"manifests":[{{"digest":"sha256:{a}","size":3}}]}}"#);
+        assert_eq!(
+            children(index.as_bytes()).unwrap(),
+            (vec![sized(&a, 3)], vec![])
+        );
+        let image = format!(
+            r#"{{"config":{{"digest":"sha256:{c}","size":1}},"layers":[{{"digest":"sha256:{l}","size":9}}]}}"#
+        );
+        assert_eq!(
+            children(image.as_bytes()).unwrap(),
+            (vec![], vec![sized(&c, 1), sized(&l, 9)])
+        );
+        assert!(children(br#"{"layers":[{"digest":"md5:00"}]}"#).is_err());
+        // Dot segments and short or upper-case hex name nothing; a size is needed.
+        for bad in [
+            "sha256:../../victim/app/manifests/latest",
+            "sha256:aa",
+            &format!("sha256:{}", "A".repeat(64)),
+        ] {
+            let body = format!(r#"{{"layers":[{{"digest":"{bad}","size":1}}]}}"#);
+            assert!(children(body.as_bytes()).is_err(), "{bad}");
+        }
+        let unsized_ = format!(r#"{{"layers":[{{"digest":"sha256:{l}"}}]}}"#);
+        let e = children(unsized_.as_bytes()).unwrap_err();
+        assert!(e.contains("has no size"), "{e}");
+        assert!(children(b"<html>").is_err());
     }
 }

@@ -74,7 +74,7 @@ impl Client {
     }
 
     /// This client with the roots of `ca_pem` added (`mirror --ca-file`).
-    pub fn with_roots(&self, ca_pem: &[u8]) -> Result<Client, PullError> {
+    pub fn with_roots(&self, ca_pem: &[u8]) -> Result<Client, CaError> {
         Ok(Client {
             http: self.with_ca(Some(ca_pem))?,
             policy: self.policy.clone(),
@@ -84,18 +84,16 @@ impl Client {
 
     /// The client for a registry whose certificate chains to `ca_pem` (or the system's
     /// roots).
-    fn with_ca(&self, ca_pem: Option<&[u8]>) -> Result<reqwest::Client, PullError> {
+    fn with_ca(&self, ca_pem: Option<&[u8]>) -> Result<reqwest::Client, CaError> {
         let Some(pem) = ca_pem else {
             return Ok(self.http.clone());
         };
-        let certs = reqwest::Certificate::from_pem_bundle(pem)
-            .map_err(|_| PullError::Bad("caSecretRef: ca.crt is not a PEM certificate".into()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|_| CaError::NotPem)?;
         let mut b = builder(self.policy.clone());
         for c in certs {
             b = b.add_root_certificate(c);
         }
-        b.build()
-            .map_err(|e| PullError::Bad(format!("caSecretRef: ca.crt cannot be used: {e}")))
+        b.build().map_err(|e| CaError::Unusable(e.to_string()))
     }
 }
 
@@ -103,6 +101,16 @@ fn builder(policy: Arc<Policy>) -> reqwest::ClientBuilder {
     // A registry that sends nothing for `budget::IDLE` fails the read: `Session` bounds the
     // wait for an answer and for each chunk of a body, naming that bound when it ends one.
     crate::fetch::guarded(policy)
+}
+
+/// Why a CA bundle cannot be used; the caller names where it came from before it
+/// (`caSecretRef: ca.crt`, `--ca-file FILE`).
+#[derive(Debug, thiserror::Error)]
+pub enum CaError {
+    #[error("is not a PEM certificate")]
+    NotPem,
+    #[error("cannot be used: {0}")]
+    Unusable(String),
 }
 
 /// What a pull is given from the channel's namespace: the credentials for the image's

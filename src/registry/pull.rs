@@ -42,7 +42,9 @@ pub async fn pull(
         .map(str::to_string);
     let timeout = options.timeout;
     let run = async {
-        let http = client.with_ca(access.ca_pem.as_deref())?;
+        let http = client
+            .with_ca(access.ca_pem.as_deref())
+            .map_err(|e| PullError::Bad(format!("caSecretRef: ca.crt {e}")))?;
         let host = options.image.registry.as_str();
         let host = host
             .rsplit_once(':')

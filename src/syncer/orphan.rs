@@ -2,7 +2,7 @@
 //! channel. The operator puts a finalizer on such channels (and only on those); when one is
 //! deleted, it takes the channel's owner reference off each of its versions, flags them no
 //! longer in sync and records which channel let them go, then removes the finalizer. A
-//! later channel of the same name adopts them. This module decides; `controller::finalize`
+//! later channel of the same name adopts them. This module decides; `controller::objects::finalize`
 //! performs.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

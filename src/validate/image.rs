@@ -42,11 +42,7 @@ pub async fn check(image: &str, o: &ImageOptions) -> FileReport {
 
 /// Pulls `image`'s channel data: a name for it (`repo@digest:path`) and the data.
 pub async fn pull(image: &str, o: &ImageOptions) -> Result<(String, Vec<u8>), String> {
-    let configs = login_files()
-        .into_iter()
-        .filter_map(|f| std::fs::read(f).ok())
-        .collect();
-    pull_with(image, o, configs).await
+    pull_with(image, o, registry::auth::login_configs()).await
 }
 
 /// [`pull`] with the credentials of these docker config files (first match used).
@@ -58,9 +54,7 @@ pub async fn pull_with(
     let _ = rustls::crypto::ring::default_provider().install_default();
     let reference = ImageRef::parse(image)?;
     let platform = match &o.platform {
-        Some(p) => {
-            Platform::parse(p).map_err(|e| e.replace("spec.options.platform", "--platform"))?
-        }
+        Some(p) => Platform::parse(p).map_err(|e| format!("--platform: {e}"))?,
         None => Platform::host(),
     };
     let path = o.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
@@ -75,11 +69,7 @@ pub async fn pull_with(
         Some(f) => Some(std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
         None => None,
     };
-    let credentials = configs.iter().find_map(|c| {
-        registry::auth::lookup(c, &reference.registry)
-            .ok()
-            .flatten()
-    });
+    let credentials = registry::auth::first_credentials(&configs, &reference.registry);
     let options = OciOptions {
         image: reference,
         path,
@@ -122,22 +112,4 @@ pub async fn pull_with(
         Response::Failed(why) | Response::Unverified(why) => Err(why),
         Response::NotModified => Err(format!("pulling {image}: the registry sent no data")),
     }
-}
-
-/// Where `docker login`, `podman login` and `skopeo login` keep credentials, first found
-/// first used.
-pub fn login_files() -> Vec<PathBuf> {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let mut files = Vec::new();
-    files.extend(env("REGISTRY_AUTH_FILE"));
-    files.extend(env("XDG_RUNTIME_DIR").map(|d| d.join("containers/auth.json")));
-    match env("DOCKER_CONFIG") {
-        Some(d) => files.push(d.join("config.json")),
-        None => files.extend(env("HOME").map(|h| h.join(".docker/config.json"))),
-    }
-    files
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use tracing::{debug, warn};
 
-use super::super::owned::{self, Done};
 use super::{Attempt, ChannelIo, Decision, Effect, Error, kube_err};
 use crate::api::{ManagedOSVersionChannel, READY};
+use crate::controller::objects::owned::{self, Done};
 use crate::syncer::Note;
 
 /// The reason of the Event that says a changelogs ConfigMap's name is held by someone else.
