@@ -139,6 +139,14 @@ impl Decider<'_> {
         status.sync_requested_at = self.served_request(pod);
         status.source_revision = revision;
         status.next_sync_time = self.at(interval);
+        let served = self.ch.spec.serve == Some(true);
+        let published = served.then(|| {
+            policy
+                .published
+                .iter()
+                .map(|item| versions::desired(self.ch, config, item))
+                .collect()
+        });
         Decision {
             effects,
             status: Some(status),
@@ -146,6 +154,7 @@ impl Decider<'_> {
             requeue: Some(interval),
             outcome: Some(Outcome::Synchronized),
             verified: plan.verified,
+            published,
             ..Default::default()
         }
     }

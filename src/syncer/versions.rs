@@ -68,13 +68,7 @@ pub fn content_hash(v: &ManagedOSVersion) -> String {
     let mut annotations = v.annotations().clone();
     annotations.remove(CONTENT_HASH_ANNOTATION);
     let content = serde_json::json!([v.labels(), annotations, v.spec]);
-    let digest = ring::digest::digest(&ring::digest::SHA256, content.to_string().as_bytes());
-    digest
-        .as_ref()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex_prefix(content.to_string().as_bytes(), 16)
 }
 
 /// Whether this is a version as the metadata-only cache holds it (no spec, no field sets),
@@ -92,6 +86,13 @@ fn is_flagged(v: &ManagedOSVersion) -> bool {
     v.annotations()
         .get(NO_LONGER_IN_SYNC_ANNOTATION)
         .is_some_and(|a| a == "true")
+}
+
+/// Whether a version is one the channel publishes now: it controls it, and it is neither
+/// flagged no longer in sync (by the source or the policy) nor orphaned. What the channel
+/// server rebuilds a channel's data from after a start.
+pub fn published_by(v: &ManagedOSVersion, channel: &ManagedOSVersionChannel) -> bool {
+    controlled_by(&v.metadata, channel) && !is_flagged(v) && !super::orphan::marked_orphan(v)
 }
 
 /// The version a listed item becomes: owner reference, label, registry and
