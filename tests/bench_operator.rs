@@ -3,6 +3,8 @@
 //! benchmark, cannot run.
 #![allow(dead_code)]
 
+#[path = "../benches/operator/audit.rs"]
+mod audit;
 #[path = "../benches/operator/date.rs"]
 mod date;
 #[path = "../benches/operator/objects.rs"]
@@ -11,6 +13,8 @@ mod objects;
 mod oci_image;
 #[path = "../benches/operator/only.rs"]
 mod only;
+#[path = "../benches/operator/push.rs"]
+mod push;
 #[path = "../benches/operator/parse.rs"]
 mod parse;
 #[path = "../benches/operator/report.rs"]
