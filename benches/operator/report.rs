@@ -584,7 +584,7 @@ mod tests {
         );
         assert_eq!(
             row("big channel, --write-qps 0: / sequential kubectl, / 16 kubectl writers"),
-            "0.437 / 0.825"
+            "0.492 / 0.928"
         );
     }
 
