@@ -8,8 +8,10 @@
 //!
 //! Three shapes of data fill the bound: versions like published ones (about 1.6 KiB each,
 //! up to `--max-versions-per-channel`), a few huge versions, and as many tiny versions as
-//! fit (refused for their number, after being read). A report, not a test: it prints the
-//! peak per shape and its ratio to the data's size (the baseline, measured in the same run).
+//! fit (refused for their number, after being read). A fourth is the operator benchmark's
+//! big channel (5,000 small versions, 1.5 MiB). A report, not a test: it prints the peak
+//! per shape, its ratio to the data's size (the baseline, measured in the same run), and
+//! what the decision keeps for the writes (the planned versions).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -192,7 +194,10 @@ fn main() {
         let data = data(metadata_bytes, most);
         let (peak, kept, writes) = peak_of(&channel, &settings, &data);
         let ratio = peak as f64 / data.len() as f64;
-        worst = worst.max(ratio);
+        if data.len() > MAX_OUTPUT / 2 {
+            // The bound's worst case is of data that fills it.
+            worst = worst.max(ratio);
+        }
         println!(
             "  {shape:<40} data {:>5.1} MiB  peak {:>6.1} MiB  ratio {ratio:>4.1}  kept for the writes {:>5.1} MiB ({writes} writes)",
             data.len() as f64 / 1_048_576.0,
