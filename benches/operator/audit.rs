@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use color_eyre::eyre::{Result, WrapErr, bail, eyre};
 use serde_json::Value;
 
 /// Version write requests of a namespace: all of them, and the dry runs among them.
@@ -59,45 +60,46 @@ pub fn count(text: &str, ns: &str) -> Writes {
 }
 
 /// The audit log `scripts/cluster env` names (`RANCHEROS_TEST_AUDIT_LOG`).
-pub fn log_path() -> Option<PathBuf> {
+fn log_path() -> Result<PathBuf> {
     std::env::var("RANCHEROS_TEST_AUDIT_LOG")
         .ok()
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
+        .ok_or_else(|| eyre!("RANCHEROS_TEST_AUDIT_LOG is not set (scripts/cluster env sets it)"))
 }
 
-/// [`count`] over the log and its rotated files (`versions-<time>.log`).
-fn read(log: &Path, ns: &str) -> Writes {
+/// [`count`] over the log and its rotated files (`versions-<time>.log`). A log that cannot
+/// be read fails the benchmark: counting nothing would meet every goal.
+fn read(log: &Path, ns: &str) -> Result<Writes> {
     let (Some(dir), Some(stem)) = (log.parent(), log.file_stem().and_then(|s| s.to_str())) else {
-        return Writes::default();
+        bail!("{}: not an audit log's path", log.display());
     };
     let mut out = Writes::default();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
+    for entry in std::fs::read_dir(dir).wrap_err_with(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if !name.starts_with(stem) {
             continue;
         }
-        let text = std::fs::read(&path).unwrap_or_default();
+        let text =
+            std::fs::read(&path).wrap_err_with(|| format!("reading {}", path.display()))?;
         let w = count(&String::from_utf8_lossy(&text), ns);
         out.requests += w.requests;
         out.dry_runs += w.dry_runs;
     }
-    out
+    Ok(out)
 }
 
 /// The version write requests of `ns` so far: read until two reads a moment apart agree
-/// (the server logs a request once it has answered it). Zero without an audit log.
-pub async fn writes(ns: &str) -> Writes {
-    let Some(log) = log_path() else {
-        return Writes::default();
-    };
-    let mut last = read(&log, ns);
+/// (the server logs a request once it has answered it).
+pub async fn writes(ns: &str) -> Result<Writes> {
+    let log = log_path()?;
+    let mut last = read(&log, ns)?;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = read(&log, ns);
+        let now = read(&log, ns)?;
         if now == last {
-            return now;
+            return Ok(now);
         }
         last = now;
     }

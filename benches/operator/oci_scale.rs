@@ -105,8 +105,10 @@ pub async fn oci_scale(
             objects::oci_channel(&format!("ch-{i}"), &ns, &image)
         })
         .collect();
-    let rust_log = format!("info,rancheros_operator::registry=debug");
-    let env = [("RUST_LOG", rust_log.as_str()), ("NO_COLOR", "1")];
+    let env = [
+        ("RUST_LOG", "info,rancheros_operator::registry=debug"),
+        ("NO_COLOR", "1"),
+    ];
     let extra = [
         "--json-allow-cidr=127.0.0.1/32",
         "--allow-insecure-registries",
@@ -119,7 +121,7 @@ pub async fn oci_scale(
         log(&format!(
             "oci scale: {channels} oci channels x {per_channel} versions, created at once"
         ));
-        let writes0 = audit::writes(&ns).await;
+        let writes0 = audit::writes(&ns).await?;
         let cpu0 = op.cpu_seconds();
         let first = Instant::now();
         futures::stream::iter(&specs)
@@ -141,7 +143,7 @@ pub async fn oci_scale(
             versions: (channels * per_channel) as i64,
             rss: op.peak_rss(),
             cpu,
-            writes: audit::writes(&ns).await.since(writes0),
+            writes: audit::writes(&ns).await?.since(writes0),
             registry_requests: parse::registry_requests(&text).iter().sum(),
         })
     })

@@ -47,7 +47,7 @@ async fn first_sync(
         &objects::generator(name, n),
         true,
     );
-    let writes0 = audit::writes(ns).await;
+    let writes0 = audit::writes(ns).await?;
     kit.apply_channel(ns, &spec).await?;
     log(&format!("{ns}: channel {name}, {n} versions"));
     let t_data = kit.display_running(ns, name).await?;
@@ -69,7 +69,7 @@ async fn first_sync(
         seconds,
         cpu,
         rss: op.peak_rss(),
-        writes: audit::writes(ns).await.since(writes0),
+        writes: audit::writes(ns).await?.since(writes0),
         message,
     })
 }
@@ -147,7 +147,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
         let first = first_sync(kit, op, &ns, "big", n).await?;
 
         log("unchanged resync, on demand");
-        let writes0 = audit::writes(&ns).await;
+        let writes0 = audit::writes(&ns).await?;
         kit.request_sync(&ns, "big", "bench-resync").await?;
         let t_data = kit.display_running(&ns, "big").await?;
         let t_done = watch_until("the resync", channels.clone(), "big", |c| {
@@ -155,7 +155,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
         })
         .await?;
         let resync = (t_done - t_data).as_secs_f64();
-        let resync_writes = audit::writes(&ns).await.since(writes0);
+        let resync_writes = audit::writes(&ns).await?.since(writes0);
         Ok(Big {
             versions: n as i64,
             first: first.seconds,
