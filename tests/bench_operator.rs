@@ -13,10 +13,10 @@ mod objects;
 mod oci_image;
 #[path = "../benches/operator/only.rs"]
 mod only;
-#[path = "../benches/operator/push.rs"]
-mod push;
 #[path = "../benches/operator/parse.rs"]
 mod parse;
+#[path = "../benches/operator/push.rs"]
+mod push;
 #[path = "../benches/operator/report.rs"]
 mod report;
 #[path = "../benches/operator/results.rs"]

@@ -81,8 +81,7 @@ fn read(log: &Path, ns: &str) -> Result<Writes> {
         if !name.starts_with(stem) {
             continue;
         }
-        let text =
-            std::fs::read(&path).wrap_err_with(|| format!("reading {}", path.display()))?;
+        let text = std::fs::read(&path).wrap_err_with(|| format!("reading {}", path.display()))?;
         let w = count(&String::from_utf8_lossy(&text), ns);
         out.requests += w.requests;
         out.dry_runs += w.dry_runs;
@@ -122,9 +121,24 @@ mod tests {
     fn counts_one_namespaces_writes_and_their_dry_runs() {
         let base = "/apis/rancheros.cattle.io/v1/namespaces/a/managedosversions";
         let text = [
-            line("a", "create", &format!("{base}?dryRun=All&fieldManager=x"), "ResponseComplete"),
-            line("a", "patch", &format!("{base}/v1?fieldManager=x&force=true"), "ResponseComplete"),
-            line("a", "patch", &format!("{base}/v1?fieldManager=x"), "ResponseStarted"),
+            line(
+                "a",
+                "create",
+                &format!("{base}?dryRun=All&fieldManager=x"),
+                "ResponseComplete",
+            ),
+            line(
+                "a",
+                "patch",
+                &format!("{base}/v1?fieldManager=x&force=true"),
+                "ResponseComplete",
+            ),
+            line(
+                "a",
+                "patch",
+                &format!("{base}/v1?fieldManager=x"),
+                "ResponseStarted",
+            ),
             line("ab", "patch", &format!("{base}/v2"), "ResponseComplete"),
             line("b", "create", base, "ResponseComplete"),
             "{\"kind\":\"Event\",\"objectRef\":{\"namespace\":\"a\"".to_string(),

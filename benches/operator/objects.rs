@@ -236,8 +236,7 @@ mod tests {
         let (policy, binding) = (&l["items"][0], &l["items"][1]);
         assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
         assert_eq!(
-            binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
-                ["kubernetes.io/metadata.name"],
+            binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
             "ns-1"
         );
         let rule = &policy["spec"]["matchConstraints"]["resourceRules"][0];

@@ -9,9 +9,9 @@ use std::time::Instant;
 use color_eyre::eyre::{Result, eyre};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::ResourceExt;
 use rancheros_operator::api::ManagedOSVersionChannel;
 
 use crate::audit;
@@ -92,7 +92,10 @@ pub async fn oci_scale(
     futures::stream::iter(0..channels)
         .map(|i| {
             let (push, repo) = (&push, &repo);
-            async move { push.push_artifact(repo, &format!("ch-{i}"), &data(i, per_channel)).await }
+            async move {
+                push.push_artifact(repo, &format!("ch-{i}"), &data(i, per_channel))
+                    .await
+            }
         })
         .buffer_unordered(AT_ONCE)
         .try_collect::<Vec<()>>()

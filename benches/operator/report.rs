@@ -331,15 +331,28 @@ pub fn rows(
 }
 
 /// The figures of one first sync beside the same run's kubectl baselines.
-fn first_sync_rows(label: &str, r: &FirstSync, kubectl: f64, kubectl16: f64) -> Vec<(String, Value)> {
+fn first_sync_rows(
+    label: &str,
+    r: &FirstSync,
+    kubectl: f64,
+    kubectl16: f64,
+) -> Vec<(String, Value)> {
     vec![
         (
-            format!("{label}: data in the log -> Synchronized (s), {} versions", r.versions),
+            format!(
+                "{label}: data in the log -> Synchronized (s), {} versions",
+                r.versions
+            ),
             r.seconds.into(),
         ),
         (
             format!("{label}: / sequential kubectl, / 16 kubectl writers"),
-            format!("{:.3} / {:.3}", ratio(r.seconds, kubectl), ratio(r.seconds, kubectl16)).into(),
+            format!(
+                "{:.3} / {:.3}",
+                ratio(r.seconds, kubectl),
+                ratio(r.seconds, kubectl16)
+            )
+            .into(),
         ),
         (
             format!("{label}: version write requests per version (all / dry runs)"),
@@ -575,7 +588,12 @@ mod tests {
         assert!(by_name("under an admission policy").met, "2 per version");
         b.unpaced.as_mut().unwrap().seconds = 9.0;
         let g = goals(&b, &Many::default(), &Requests::default(), None);
-        assert!(!g.iter().find(|g| g.name.contains("qps 0: sync")).unwrap().met);
+        assert!(
+            !g.iter()
+                .find(|g| g.name.contains("qps 0: sync"))
+                .unwrap()
+                .met
+        );
         let rows = rows(&b, &Many::default(), &Requests::default(), None, None);
         let row = |n: &str| rows.iter().find(|(k, _)| k == n).unwrap().1.to_string();
         assert_eq!(

@@ -32,13 +32,7 @@ pub fn log_path(kit: &Kit, name: &str) -> std::path::PathBuf {
 /// Applies custom channel `name` listing `n` versions named `{name}-{i}` and waits for its
 /// first sync: from the data in the display log to Synchronized, then until its syncer pod
 /// is gone. What the operator `op` spent, and the version writes it sent (the audit log).
-async fn first_sync(
-    kit: &Kit,
-    op: &Operator,
-    ns: &str,
-    name: &str,
-    n: usize,
-) -> Result<FirstSync> {
+async fn first_sync(kit: &Kit, op: &Operator, ns: &str, name: &str, n: usize) -> Result<FirstSync> {
     let channels = kit.channels(ns);
     let spec = objects::channel(
         name,

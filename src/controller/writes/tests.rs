@@ -404,7 +404,11 @@ async fn what_a_sync_keeps_to_undo_its_writes_is_bounded_and_over_it_nothing_sta
 #[tokio::test]
 async fn requests_are_made_when_their_turn_comes_not_all_up_front() {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    let (made, answered, most) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+    let (made, answered, most) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
     let results = each(500, |_| {
         let alive = made.fetch_add(1, SeqCst) + 1 - answered.load(SeqCst);
         most.fetch_max(alive, SeqCst);
