@@ -116,6 +116,8 @@ pub async fn oci_scale(
         "--json-allow-cidr=127.0.0.1/32",
         "--allow-insecure-registries",
     ];
+    // Test runs of other trees may have installed their CRDs meanwhile.
+    kit.crds().await?;
     let logfile = log_path(kit, &format!("operator-ociscale-{per_channel}.log"));
     let op = Operator::start(kit, binary, Some(&ns), logfile, &extra, &env)?;
     let out = with_operator(op, async |op: &Operator| {

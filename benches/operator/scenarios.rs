@@ -80,6 +80,8 @@ async fn unpaced_sync(
 ) -> Result<(FirstSync, Option<FirstSync>)> {
     let ns = format!("bench-big-{label}-{}", kit::run_id());
     kit.namespace(&ns).await?;
+    // Test runs of other trees may have installed their CRDs meanwhile.
+    kit.crds().await?;
     let logfile = log_path(kit, &format!("operator-big-{label}.log"));
     let op = Operator::start(kit, binary, Some(&ns), logfile, &["--write-qps", "0"], &[])?;
     let out = with_operator(op, async |op: &Operator| {
@@ -128,6 +130,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
     ));
     let writers16 = kit::create_parallel(&items, &kit.workdir, 16).await?;
 
+    kit.crds().await?;
     let op = Operator::start(
         kit,
         binary,
