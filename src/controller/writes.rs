@@ -109,6 +109,9 @@ where
 {
     let failed = AtomicBool::new(false);
     let failed = &failed;
+    // The closure is needed: `request` itself in its place trips the same compiler
+    // limitation (the reconcile's future is then not `Send`).
+    #[allow(clippy::redundant_closure)]
     let guarded = (0..n)
         .map_while(move |i| request(i))
         .map(|request| async move {
