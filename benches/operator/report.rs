@@ -192,6 +192,11 @@ pub fn rows(
             (big.rss as f64 / MIB).into(),
         ),
         (
+            "big channel: operator peak RSS at the end of the first sync, before the resync (MiB)"
+                .into(),
+            (big.first_rss as f64 / MIB).into(),
+        ),
+        (
             "many channels: channels x versions".into(),
             format!("{} x {}", many.channels, many.per_channel).into(),
         ),

@@ -20,6 +20,8 @@ pub struct Big {
     /// Version write requests of the unchanged resync (the audit log, its namespace).
     pub resync_writes: f64,
     pub resync_message: String,
+    /// Peak RSS at the end of the first sync, and at the end (after the resync).
+    pub first_rss: u64,
     pub rss: u64,
     /// The same first sync by another operator with `--write-qps 0` (no pacing).
     pub unpaced: Option<FirstSync>,
@@ -56,6 +58,7 @@ impl Big {
             resync: 0.0,
             resync_writes: 0.0,
             resync_message: String::new(),
+            first_rss: 0,
             rss: 0,
             unpaced: None,
             admitted: None,

@@ -164,6 +164,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
             resync,
             resync_writes: resync_writes.requests as f64,
             resync_message: kit::ready_message(&channels.get("big").await?),
+            first_rss: first.rss,
             rss: op.peak_rss(),
             ..Big::skipped()
         })
