@@ -22,6 +22,7 @@ pub mod admission;
 pub mod api;
 pub mod budget;
 pub mod channel;
+pub mod channel_server;
 pub mod client;
 pub mod commands;
 pub mod config;

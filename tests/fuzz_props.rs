@@ -1,4 +1,4 @@
-//! A bounded, deterministic run of the six fuzz targets of `fuzz/` (docs/fuzzing.md):
+//! A bounded, deterministic run of the fuzz targets of `fuzz/` (docs/fuzzing.md):
 //! channel data parsing and validate's rendering, a channel's spec to its configuration,
 //! the display framing, durations, the decision core on arbitrary observations, and the
 //! search of an image layer. Each target gets its committed seed corpus
@@ -232,6 +232,15 @@ fn mirror_rewrite() {
 #[test]
 fn policy_apply() {
     fuzz("policy_apply", 20_000, props::policy_apply);
+}
+
+#[test]
+fn channel_server_answer() {
+    fuzz(
+        "channel_server_answer",
+        20_000,
+        props::channel_server_answer,
+    );
 }
 
 #[test]

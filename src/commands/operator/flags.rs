@@ -121,6 +121,16 @@ pub struct OperatorArgs {
     /// given; needs --webhook-token-file.
     #[arg(long, env = "WEBHOOK_ADDRESS", requires = "webhook_token_file")]
     pub webhook_address: Option<SocketAddr>,
+    /// Where to serve the channel server (read-only HTTP): the channels with
+    /// `spec.serve: true`, as channel data at /v1/channels/NS/NAME and their newest image
+    /// tag at /v1/channels/NS/NAME/latest. Off unless given.
+    #[arg(long, env = "CHANNEL_SERVER_ADDRESS")]
+    pub channel_server_address: Option<SocketAddr>,
+    /// The most memory the channel server's data may hold, all served channels together
+    /// (one namespace at most half of it); a channel whose data does not fit is answered
+    /// 503 until it does.
+    #[arg(long, env = "CHANNEL_SERVER_MAX_BYTES", default_value = "32Mi", value_parser = parse_bytes)]
+    pub channel_server_max_bytes: u64,
     /// File holding the bearer token the webhook's callers must send (read on every
     /// request, so a rotated Secret needs no restart).
     #[arg(long, env = "WEBHOOK_TOKEN_FILE", value_name = "PATH")]

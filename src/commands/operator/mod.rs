@@ -52,6 +52,8 @@ pub enum OperatorError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot serve the channel server on {0}: {1}")]
+    ChannelServer(SocketAddr, std::io::Error),
     #[error("cannot build the HTTP client for json channels: {0}")]
     Http(String),
     #[error("lost the leader lease; exiting so that a fresh start can compete for it again")]
@@ -67,6 +69,8 @@ struct Parts {
     metrics: Arc<Metrics>,
     http: fetch::Client,
     registry: crate::registry::Client,
+    /// The channel server's data, when it runs.
+    served: Option<Arc<crate::channel_server::Store>>,
 }
 
 /// How long in-flight reconciliations get to finish after SIGTERM before they are
@@ -232,6 +236,19 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         _ => None,
     };
 
+    let (served, channel_server) = match args.channel_server_address {
+        Some(addr) => {
+            let max = usize::try_from(args.channel_server_max_bytes).unwrap_or(usize::MAX);
+            let (store, listener) = crate::channel_server::start(addr, max, stop_rx.clone());
+            let task = tokio::spawn(async move {
+                let ended = listener.await;
+                ended.map_err(|source| OperatorError::ChannelServer(addr, source))
+            });
+            (Some(store), Some(task))
+        }
+        None => (None, None),
+    };
+
     let settings = Settings {
         operator_image: args.operator_image.clone(),
         sync_timeout: args.sync_timeout,
@@ -268,6 +285,7 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         metrics: metrics.clone(),
         http,
         registry,
+        served,
     };
     // A replica that waits for the Lease is ready (it serves its endpoints); a leader is
     // ready once its watch caches have filled (`controller::run` says when).
@@ -313,14 +331,18 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
     } else {
         server.abort();
     }
-    if let Some(webhook) = webhook {
-        if webhook.is_finished() {
-            match webhook.await {
+    for (task, what) in [
+        (webhook, "the registry webhook"),
+        (channel_server, "the channel server"),
+    ] {
+        let Some(task) = task else { continue };
+        if task.is_finished() {
+            match task.await {
                 Ok(r) => r?,
-                Err(e) => warn!("the registry webhook ended abnormally: {e}"),
+                Err(e) => warn!("{what} ended abnormally: {e}"),
             }
         } else {
-            webhook.abort();
+            task.abort();
         }
     }
     result
@@ -349,6 +371,7 @@ async fn run_controllers(
         parts.settings.clone(),
         parts.metrics.clone(),
         watched,
+        parts.served.clone(),
         stop,
     );
     tokio::pin!(controllers);

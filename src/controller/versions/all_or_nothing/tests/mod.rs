@@ -429,3 +429,5 @@ async fn where_nothing_can_refuse_the_writes_go_without_dry_runs_and_a_refusal_i
     assert!(sent.iter().all(|c| !c.dry_run), "{sent:#?}");
     assert!(sent.last().unwrap().is("DELETE", "a", false), "{sent:#?}");
 }
+
+mod turns;
