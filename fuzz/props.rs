@@ -1035,7 +1035,7 @@ pub fn policy_apply(data: &[u8]) {
     };
     let items = parsed.versions;
     let now: k8s_openapi::jiff::Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
-    let a = policy::apply(&p, &items, &HashSet::new(), &Default::default(), now);
+    let a = policy::apply(&p, items.clone(), &HashSet::new(), &Default::default(), now);
     assert_eq!(
         a.published.len() + a.held.len(),
         items.len(),

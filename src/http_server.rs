@@ -12,7 +12,7 @@
 //! | [`REQUEST_TIMEOUT`] | 30 s | a handler or a request body that stalls (answered 503 and closed) |
 //! | [`WRITE_STALL_TIMEOUT`] | 30 s | a peer that stops reading its answer (the connection is closed) |
 //! | [`RESERVED_CONNECTIONS`] | 16, 2 per peer address | the probes (or the webhook's pushes) starved by the cap (below) |
-//! | `linger::LINGER` | 2 s, 4 MiB, 250 ms quiet | after a 413, the peer's unsent body: read and dropped, so that the close is not a reset that loses the answer; the slot is held meanwhile |
+//! | `linger::LINGER` | 2 s, 4 MiB, 1 s quiet | after a 413, the peer's unsent body: read and dropped, so that the close is not a reset that loses the answer; the slot is held meanwhile |
 //!
 //! **The reserve under the cap.** A kubelet restarts the operator when `/healthz` fails
 //! `failureThreshold` times in a row, so a peer that fills the connection cap must not also

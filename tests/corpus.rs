@@ -762,7 +762,7 @@ fn validate_policy_agrees_with_the_operators_policy_on_every_valid_case() {
         let now = k8s_openapi::jiff::Timestamp::now();
         let want = policy::apply(
             &compiled,
-            &parsed.versions,
+            parsed.versions.clone(),
             &Default::default(),
             &Default::default(),
             now,

@@ -7,7 +7,8 @@ use tokio::net::TcpStream;
 /// How long, and how many bytes, a closed connection is still read from: see [`linger_close`].
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 4 << 20;
-const LINGER_QUIET: Duration = Duration::from_millis(250);
+// A second: a peer descheduled for a moment on a loaded node must not lose its answer.
+const LINGER_QUIET: Duration = Duration::from_secs(1);
 
 /// Closes as web servers do after an answer sent before its request was read whole (a 413):
 /// the write side is shut (the peer sees the answer end), and what the peer still sends is

@@ -282,7 +282,7 @@ impl Applied {
 /// `now`: the decision's clock.
 pub fn apply(
     policy: &Policy,
-    items: &[ChannelVersion],
+    items: Vec<ChannelVersion>,
     exists: &HashSet<String>,
     first_seen: &BTreeMap<String, Timestamp>,
     now: Timestamp,
@@ -291,28 +291,36 @@ pub fn apply(
     let mut candidates = Vec::new();
     let mut timed = Vec::new();
     let patterns = !policy.include.is_empty() || !policy.exclude.is_empty();
+    // Written in the source's order, as without a policy: each name's place, kept before
+    // the items move into what is published (taken, not copied: a large listing is held
+    // once at a sync's peak).
+    let place: std::collections::HashMap<String, usize> = items
+        .iter()
+        .enumerate()
+        .map(|(n, i)| (i.name.clone(), n))
+        .collect();
     for item in items {
         let long =
             !matchable(&item.name) || item.spec.version.as_deref().is_some_and(|v| !matchable(v));
         if patterns && long {
             out.unmatched.insert(item.name.clone());
         }
-        let rule = if !policy.platforms.is_empty() && !platform_kept(&policy.platforms, item) {
+        let rule = if !policy.platforms.is_empty() && !platform_kept(&policy.platforms, &item) {
             Some(Rule::Platforms)
-        } else if !policy.include.is_empty() && !policy.include.iter().any(|p| p.matches(item)) {
+        } else if !policy.include.is_empty() && !policy.include.iter().any(|p| p.matches(&item)) {
             Some(Rule::Include)
-        } else if policy.exclude.iter().any(|p| p.matches(item)) {
+        } else if policy.exclude.iter().any(|p| p.matches(&item)) {
             Some(Rule::Exclude)
         } else {
             None
         };
         match rule {
             Some(r) => {
-                out.held.insert(item.name.clone(), r);
+                out.held.insert(item.name, r);
             }
             None => match policy.min_age {
                 Some(age) if !exists.contains(&item.name) => timed.push((item, age)),
-                _ => candidates.push(item.clone()),
+                _ => candidates.push(item),
             },
         }
     }
@@ -339,7 +347,7 @@ pub fn apply(
             }
         });
         match waited {
-            Some(w) if w >= age => candidates.push(item.clone()),
+            Some(w) if w >= age => candidates.push(item),
             _ => {
                 if let Some(t) = seen
                     && out.first_seen.len() < MAX_FIRST_SEEN
@@ -375,12 +383,6 @@ pub fn apply(
     }
     // (none when no published version is semver: "newest" would mean nothing)
     out.latest = newest(&candidates).map(|i| i.name.clone());
-    // Written in the source's order, as without a policy.
-    let place: std::collections::HashMap<&str, usize> = items
-        .iter()
-        .enumerate()
-        .map(|(n, i)| (i.name.as_str(), n))
-        .collect();
     candidates.sort_by_key(|i| place.get(i.name.as_str()).copied());
     out.published = candidates;
     out

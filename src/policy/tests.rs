@@ -54,7 +54,7 @@ fn now() -> Timestamp {
 }
 
 fn run(p: &Policy, items: &[ChannelVersion]) -> Applied {
-    apply(p, items, &HashSet::new(), &BTreeMap::new(), now())
+    apply(p, items.to_vec(), &HashSet::new(), &BTreeMap::new(), now())
 }
 
 #[test]
@@ -166,18 +166,18 @@ fn min_age_delays_only_new_versions_and_remembers_when_it_first_saw_them() {
     let p = policy(json!({"minAge": "24h"}));
     let items = elemental();
     let exists: HashSet<String> = ["base-v2.1.4-6.118-os".to_string()].into();
-    let first = apply(&p, &items, &exists, &BTreeMap::new(), now());
+    let first = apply(&p, items.clone(), &exists, &BTreeMap::new(), now());
     assert_eq!(newest(&first), ["base-v2.1.4-6.118-os"]);
     assert_eq!(first.first_seen.len(), 5);
     assert!(first.first_seen.values().all(|t| *t == now()));
     assert_eq!(first.ripens_in, Some(Duration::from_secs(24 * 3600)));
     // Later syncs (a restart between: only the status carries the times).
     let later: Timestamp = "2026-12-04T11:00:00Z".parse().unwrap();
-    let a = apply(&p, &items, &exists, &first.first_seen, later);
+    let a = apply(&p, items.clone(), &exists, &first.first_seen, later);
     assert_eq!(a.published.len(), 1);
     assert_eq!(a.ripens_in, Some(Duration::from_secs(3600)));
     let day: Timestamp = "2026-12-04T12:00:00Z".parse().unwrap();
-    let a = apply(&p, &items, &exists, &first.first_seen, day);
+    let a = apply(&p, items.clone(), &exists, &first.first_seen, day);
     assert_eq!(a.published.len(), 6);
     assert!(a.first_seen.is_empty() && a.ripens_in.is_none());
     // A version the source drops while it waits is forgotten: listed again, it waits anew.
@@ -186,7 +186,7 @@ fn min_age_delays_only_new_versions_and_remembers_when_it_first_saw_them() {
         .filter(|i| i.name != "nightly")
         .cloned()
         .collect();
-    let a = apply(&p, &fewer, &exists, &first.first_seen, later);
+    let a = apply(&p, fewer.clone(), &exists, &first.first_seen, later);
     assert!(!a.first_seen.contains_key("nightly"));
 }
 
@@ -200,7 +200,7 @@ fn first_seen_is_bounded_and_an_untimed_version_waits_never_less_than_its_age() 
     assert_eq!(a.first_seen.len(), MAX_FIRST_SEEN);
     assert_eq!(a.held.len(), items.len());
     let hour: Timestamp = "2026-12-03T13:00:00Z".parse().unwrap();
-    let b = apply(&p, &items, &HashSet::new(), &a.first_seen, hour);
+    let b = apply(&p, items.clone(), &HashSet::new(), &a.first_seen, hour);
     assert_eq!(b.published.len(), MAX_FIRST_SEEN);
     assert_eq!(b.first_seen.len(), 10, "the rest are timed now");
 }

@@ -44,7 +44,6 @@ impl Decider<'_> {
                 return self.failure(SyncFailure::InvalidData(message), pod);
             }
         };
-        let items = &parsed.versions;
         if parsed.listed > limit {
             return self.failure(
                 SyncFailure::TooManyVersions {
@@ -66,13 +65,17 @@ impl Decider<'_> {
             .iter()
             .map(|(k, t)| (k.clone(), t.0))
             .collect();
-        let mut policy =
-            crate::policy::apply(&config.policy, items, &exists, &first_seen, self.obs.now);
-        // The policy copied what it publishes: the parsed listing is not needed any more, and
-        // what is published becomes the planned versions (moved, not copied), so that a large
-        // channel is held once, not three times, at the sync's peak.
+        let mut policy = crate::policy::apply(
+            &config.policy,
+            parsed.versions,
+            &exists,
+            &first_seen,
+            self.obs.now,
+        );
+        // The policy took the parsed listing (moved, not copied), and what it publishes
+        // becomes the planned versions (moved again), so that a large channel is held once,
+        // not three times, at the sync's peak.
         let duplicates = parsed.duplicates;
-        drop(parsed.versions);
         // A served channel's versions as the channel server renders them, before the listing
         // moves into the plan (only then is what is published held twice).
         let served = (self.ch.spec.serve == Some(true)).then(|| {

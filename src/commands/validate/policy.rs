@@ -81,7 +81,13 @@ pub struct Held {
 pub fn report(policy: &Policy, data: &[u8]) -> Option<PolicyReport> {
     let items = crate::channel::parse(data).ok()?.versions;
     let now = k8s_openapi::jiff::Timestamp::now();
-    let applied = policy::apply(policy, &items, &HashSet::new(), &BTreeMap::new(), now);
+    let applied = policy::apply(
+        policy,
+        items.clone(),
+        &HashSet::new(),
+        &BTreeMap::new(),
+        now,
+    );
     let held = items
         .iter()
         .filter_map(|i| {
