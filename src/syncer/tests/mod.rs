@@ -141,18 +141,7 @@ pub(crate) fn t(secs: i64) -> Timestamp {
 }
 
 pub(crate) fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
-    Observation {
-        channel: ch,
-        pod: None,
-        display_log: None,
-        runner_log: None,
-        fetched: None,
-        versions: None,
-        pod_create_error: None,
-        error: None,
-        queued: false,
-        now,
-    }
+    Observation::new(ch, now)
 }
 
 pub(crate) fn framed(data: &str) -> Vec<u8> {
