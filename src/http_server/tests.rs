@@ -330,7 +330,7 @@ async fn a_stalled_handler_is_answered_503_at_the_request_timeout() {
 #[tokio::test]
 async fn a_dripping_body_is_ended_at_the_request_timeout() {
     let server = start(quick(), &[]).await;
-    let mut stream = connect_from("127.0.0.1", server.addr).await;
+    let stream = connect_from("127.0.0.1", server.addr).await;
     let head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n";
     let answer = drip(stream, head, b'a').await;
     assert_eq!(
