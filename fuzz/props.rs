@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use rancheros_operator::api::ManagedOSVersionChannelSpec;
 use rancheros_operator::channel::{self, ChannelVersion, MAX_DIAGNOSTICS, Severity};
+use rancheros_operator::commands::validate;
 use rancheros_operator::config::{self, Source};
-use rancheros_operator::display::{self, Output};
 use rancheros_operator::duration;
-use rancheros_operator::validate;
+use rancheros_operator::syncer::frame::{self as display, Output};
 use serde_json::{Map, Value, json};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -920,7 +920,7 @@ fn layer_walk_once(data: &[u8]) {
 /// and nothing else in the data changes.
 pub fn mirror_rewrite(data: &[u8]) {
     use rancheros_operator::channel::images;
-    use rancheros_operator::mirror::plan;
+    use rancheros_operator::commands::mirror::plan;
     use rancheros_operator::reference::Reference;
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
@@ -1056,5 +1056,72 @@ pub fn policy_apply(data: &[u8]) {
                 );
             }
         }
+    }
+}
+
+/// `channel_server_answer`: the first line is a request's path and query, the second its
+/// `If-None-Match`, the rest channel data published by channel `ns/ch`; the channel server
+/// answers it from its store.
+pub fn channel_server_answer(data: &[u8]) {
+    use rancheros_operator::api::ManagedOSVersion;
+    use rancheros_operator::channel_server::{Entry, Request, Store, answer};
+    let text = String::from_utf8_lossy(data);
+    let mut lines = text.splitn(3, '\n');
+    let target = lines.next().unwrap_or_default();
+    let inm = lines.next().filter(|l| !l.is_empty());
+    let rest = lines.next().unwrap_or_default();
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let items = channel::parse(rest.as_bytes())
+        .map(|p| p.versions)
+        .unwrap_or_default();
+    let versions: Vec<ManagedOSVersion> = items
+        .iter()
+        .map(|i| {
+            let mut v = ManagedOSVersion::new(&i.name, i.spec.clone());
+            v.metadata.labels = Some(i.labels.clone());
+            v.metadata.annotations = Some(i.annotations.clone());
+            v
+        })
+        .collect();
+    let entry = Entry::render(&versions);
+    let etag = entry.etag.clone();
+    let store = std::sync::Arc::new(Store::new(64 << 20));
+    let _active = store.activate();
+    store.publish(("ns".into(), "ch".into()), entry.clone());
+    let request = Request {
+        method: "GET",
+        path,
+        query,
+        if_none_match: inm,
+    };
+    let a = answer(&store, request);
+    // The body always reads back as the versions, by name.
+    let back = channel::parse(&entry.body).expect("the served body is channel data");
+    let mut names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let served: Vec<&str> = back.versions.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(served, names, "the served names");
+    assert_ne!(a.status, 503, "an active store with room answered 503");
+    match a.status {
+        304 => assert!(
+            inm.is_some_and(|h| h.split(',').any(|t| {
+                let t = t.trim();
+                t == "*" || t.trim_start_matches("W/") == etag
+            })),
+            "304 without a matching If-None-Match"
+        ),
+        302 => {
+            let location = a.header("location").expect("a Location");
+            let tag = location.rsplit('/').next().unwrap_or_default();
+            assert!(
+                entry.items.iter().any(|i| i.tag.as_deref() == Some(tag)),
+                "{location} names no served tag"
+            );
+        }
+        _ => {}
     }
 }

@@ -162,6 +162,12 @@ pub struct ManagedOSVersionChannelSpec {
     /// patterns, a minimum age, and how many newest to keep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<VersionsPolicy>,
+    /// `true` publishes the channel on the operator's channel server (when it runs, see
+    /// `--channel-server-address`): its published versions as channel data at
+    /// `/v1/channels/<namespace>/<name>`, and the newest one's image tag at `.../latest`.
+    /// Default `false`: not served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<bool>,
 }
 
 /// `spec.verify`: how an `oci` channel's image is verified.

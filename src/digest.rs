@@ -50,6 +50,19 @@ pub fn sha256(data: &[u8]) -> String {
     Algorithm::Sha256.digest(data)
 }
 
+/// The first `bytes` bytes of the SHA-256 of `data`, in hex: a short content hash for names
+/// and validators (a version's content hash, an ETag, a ConfigMap name), not a digest to
+/// check content by.
+pub fn sha256_hex_prefix(data: &[u8], bytes: usize) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    digest
+        .as_ref()
+        .iter()
+        .take(bytes)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The digest algorithms a descriptor may name and this client verifies: the two the OCI
 /// image spec registers. Any other is refused, never skipped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

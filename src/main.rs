@@ -15,8 +15,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use color_eyre::eyre::{self, WrapErr};
-use rancheros_operator::cli::{self, CliError};
-use rancheros_operator::{display, duration, operator, probe, validate};
+use rancheros_operator::commands::cluster::CliError;
+use rancheros_operator::commands::{self, display, operator, probe, validate};
+use rancheros_operator::duration;
 
 #[derive(Parser)]
 #[command(
@@ -84,17 +85,17 @@ enum Command {
             value_enum,
             default_value = "text"
         )]
-        format: rancheros_operator::cli::output::Format,
+        format: rancheros_operator::commands::output::Format,
     },
     /// Ask the operator for a sync of a channel now; with --wait, wait for its outcome.
     ///
     /// Exit code 0 when the sync succeeded (or, without --wait, was requested), 1 when it
     /// failed or its outcome did not come within --timeout, 2 on a usage error.
-    Sync(cli::sync::SyncArgs),
+    Sync(commands::sync::SyncArgs),
     /// Show channels as a table: ready, reason, versions, revision, last and next sync.
     ///
     /// With --watch, print again whenever a channel changes (until interrupted).
-    Status(cli::status::StatusArgs),
+    Status(commands::status::StatusArgs),
     /// GET an HTTP URL until it answers 2xx (the chart's `helm test` pod; the image has no curl).
     #[command(hide = true)]
     Probe {
@@ -104,23 +105,23 @@ enum Command {
         timeout: std::time::Duration,
     },
     /// Pause a channel (spec.suspend: true): no syncs, versions left as they are.
-    Suspend(cli::suspend::SuspendArgs),
+    Suspend(commands::suspend::SuspendArgs),
     /// Resume a suspended channel (spec.suspend: false).
-    Resume(cli::suspend::SuspendArgs),
+    Resume(commands::suspend::SuspendArgs),
     /// Print a version's changelog, as its oci channel's image shipped it
     /// (`/changelog/<version>.updates.log`). Exit 1 when it has none.
-    Changelog(cli::changelog::ChangelogArgs),
+    Changelog(commands::changelog::ChangelogArgs),
     /// Check a cluster before an install or upgrade: the CRDs match this binary, the
     /// operator's RBAC is in place, a leader holds the Lease.
     ///
     /// One line per check; exit code 0 when all pass, 1 when any fails.
-    Check(cli::check::CheckArgs),
+    Check(commands::check::CheckArgs),
     /// Copy a channel and every image it lists into a registry or an OCI layout directory
     /// (for an air-gapped site), then publish the channel rewritten to them.
     ///
     /// Exit code 0 when done (or, with --check, complete), 1 on a failure (one line each;
     /// the channel is then not published), 2 on a usage error or, with --check, drift.
-    Mirror(rancheros_operator::mirror::MirrorArgs),
+    Mirror(rancheros_operator::commands::mirror::MirrorArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     ///
     /// bash: `source <(rancheros-operator completion bash)`; zsh: write it as `_rancheros-operator`
@@ -261,7 +262,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         }
         Command::Sync(args) => {
             let rt = current_thread()?;
-            if !cli_result("sync", rt.block_on(cli::sync::run(args)))? {
+            if !cli_result("sync", rt.block_on(commands::sync::run(args)))? {
                 return Ok(ExitCode::from(1));
             }
         }
@@ -270,7 +271,11 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
             let mut out = std::io::stdout().lock();
             cli_result(
                 "status",
-                rt.block_on(cli::status::run(args, &mut out, &mut std::io::stderr())),
+                rt.block_on(commands::status::run(
+                    args,
+                    &mut out,
+                    &mut std::io::stderr(),
+                )),
             )?;
         }
         Command::Probe { url, timeout } => {
@@ -282,7 +287,11 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         Command::Changelog(args) => {
             let rt = current_thread()?;
             let mut out = std::io::stdout().lock();
-            let found = rt.block_on(cli::changelog::run(args, &mut out, &mut std::io::stderr()));
+            let found = rt.block_on(commands::changelog::run(
+                args,
+                &mut out,
+                &mut std::io::stderr(),
+            ));
             if !cli_result("changelog", found)? {
                 return Ok(ExitCode::from(1));
             }
@@ -291,7 +300,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         Command::Check(args) => {
             let rt = current_thread()?;
             let mut out = std::io::stdout().lock();
-            let failed = cli_result("check", rt.block_on(cli::check::run(args, &mut out)))?;
+            let failed = cli_result("check", rt.block_on(commands::check::run(args, &mut out)))?;
             if !failed.is_empty() {
                 eprintln!(
                     "error: the cluster is not ready for this operator: {} failed",
@@ -302,7 +311,7 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
         }
         Command::Mirror(args) => {
             let rt = runtime()?;
-            match rt.block_on(rancheros_operator::mirror::run(args)) {
+            match rt.block_on(rancheros_operator::commands::mirror::run(args)) {
                 Ok(0) => {}
                 Ok(code) => return Ok(ExitCode::from(code)),
                 Err(e) => {
@@ -325,12 +334,16 @@ fn run(cli: Cli) -> eyre::Result<ExitCode> {
 }
 
 /// `suspend` and `resume`.
-fn set_suspend(name: &str, args: cli::suspend::SuspendArgs, suspend: bool) -> eyre::Result<()> {
+fn set_suspend(
+    name: &str,
+    args: commands::suspend::SuspendArgs,
+    suspend: bool,
+) -> eyre::Result<()> {
     let rt = current_thread()?;
     let mut out = std::io::stdout().lock();
     cli_result(
         name,
-        rt.block_on(cli::suspend::run(args, suspend, &mut out)),
+        rt.block_on(commands::suspend::run(args, suspend, &mut out)),
     )
 }
 

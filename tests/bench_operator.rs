@@ -3,6 +3,8 @@
 //! benchmark, cannot run.
 #![allow(dead_code)]
 
+#[path = "../benches/operator/audit.rs"]
+mod audit;
 #[path = "../benches/operator/date.rs"]
 mod date;
 #[path = "../benches/operator/objects.rs"]
@@ -13,6 +15,8 @@ mod oci_image;
 mod only;
 #[path = "../benches/operator/parse.rs"]
 mod parse;
+#[path = "../benches/operator/push.rs"]
+mod push;
 #[path = "../benches/operator/report.rs"]
 mod report;
 #[path = "../benches/operator/results.rs"]

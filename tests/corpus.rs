@@ -15,7 +15,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rancheros_operator::channel::{self, MAX_ANNOTATIONS_BYTES, MAX_DIAGNOSTICS, MAX_ITEM_BYTES};
-use rancheros_operator::validate;
+use rancheros_operator::commands::validate;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rancheros-operator");

@@ -1,4 +1,4 @@
-//! A bounded, deterministic run of the six fuzz targets of `fuzz/` (docs/fuzzing.md):
+//! A bounded, deterministic run of the fuzz targets of `fuzz/` (docs/fuzzing.md):
 //! channel data parsing and validate's rendering, a channel's spec to its configuration,
 //! the display framing, durations, the decision core on arbitrary observations, and the
 //! search of an image layer. Each target gets its committed seed corpus
@@ -217,6 +217,7 @@ targets! {
     syncer_decide: 20_000,
     mirror_rewrite: 20_000,
     policy_apply: 20_000,
+    channel_server_answer: 20_000,
     layer_walk: 2_000,
 }
 

@@ -9,6 +9,7 @@ mod chart_support;
 mod common;
 
 mod bounds;
+mod channel_server;
 mod chart_install;
 mod chart_render;
 mod cli;

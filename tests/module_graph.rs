@@ -34,7 +34,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The module a file is (`src/cli/sync.rs`: `cli::sync`; `src/cli/mod.rs`: `cli`; the
+/// The module a file is (`src/commands/sync/mod.rs`: `commands::sync`; `src/commands/cluster.rs`: `commands::cluster`; the
 /// crate roots: the empty path). Files named by `#[path]` count as their own module under
 /// their directory's: still inside the same room.
 fn module_of(file: &Path) -> Module {

@@ -448,6 +448,16 @@ impl Operator {
         ticks as f64 / hz as f64
     }
 
+    /// Whether the process has ended (a zombie, or gone): an operator that stopped at start
+    /// (another tree's tests installed their CRDs, say) is never waited for.
+    pub fn exited(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()));
+        stat.map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X']))
+        })
+    }
+
     /// Until the operator's version cache holds the first list (needs `request_log`); the
     /// seconds it took from the operator's start.
     pub async fn wait_filled(&self, timeout: f64) -> Result<f64> {
@@ -455,7 +465,13 @@ impl Operator {
             "the version cache to fill",
             secs(timeout),
             secs(0.5),
-            || async { Ok(parse::cache_filled(&self.log_text())) },
+            || async {
+                if self.exited() {
+                    let text = self.log_text();
+                    bail!("the operator ended: {}", text.lines().last().unwrap_or(""));
+                }
+                Ok(parse::cache_filled(&self.log_text()))
+            },
         )
         .await?;
         Ok(self.started.elapsed().as_secs_f64())

@@ -14,14 +14,17 @@
 // tests are run by tests/bench_operator.rs, and unused here.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
+mod audit;
 mod date;
 mod footprint;
 mod kit;
 mod objects;
 mod oci;
 mod oci_image;
+mod oci_scale;
 mod only;
 mod parse;
+mod push;
 mod report;
 mod results;
 mod scenarios;
@@ -43,6 +46,7 @@ pub enum Only {
     Oci,
     Rss,
     Scale,
+    OciScale,
 }
 
 /// Benchmark of the operator itself on the local cluster.
@@ -88,9 +92,16 @@ pub struct Args {
     /// Namespaces the --only scale channels spread over.
     #[arg(long, default_value_t = 10)]
     pub scale_namespaces: usize,
-    /// Run one part (for iterating; implies --no-docs, goals of the other parts count as met).
-    #[arg(long, value_enum)]
-    pub only: Option<Only>,
+    /// Versions of the first sync under an admission policy (part of big; 0: none).
+    #[arg(long, default_value_t = 1000)]
+    pub admission_versions: usize,
+    /// Oci channels of each oci-scale row (the rows: 1 and 10 versions per channel).
+    #[arg(long, default_value_t = 1000)]
+    pub oci_scale_channels: usize,
+    /// Run these parts only, comma-separated (for iterating; implies --no-docs, goals of
+    /// the other parts count as met). rss and scale run alone.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<Only>,
     /// Given by `cargo bench` to every benchmark target.
     #[arg(long, hide = true)]
     pub bench: bool,
@@ -107,7 +118,7 @@ impl Args {
     }
 
     fn runs(&self, part: Only) -> bool {
-        self.only.is_none_or(|o| o == part)
+        self.only.is_empty() || self.only.contains(&part)
     }
 }
 
@@ -231,7 +242,7 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
     };
     kit.crds().await?;
 
-    if args.only == Some(Only::Scale) {
+    if args.only.contains(&Only::Scale) {
         let r = footprint::scale_out(&kit, binary, args).await?;
         print!("{}", only::scale_lines(&r));
         return Ok(if only::scale_met(&r) {
@@ -240,7 +251,7 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
             "bench-operator: scale goal missed".into()
         });
     }
-    if args.only == Some(Only::Rss) {
+    if args.only.contains(&Only::Rss) {
         if args.rss_channels > 0 {
             let (n, none, some) = footprint::rss_per_channel(&kit, binary, args).await?;
             print!("{}", only::rss_channel_lines(n, none, some));
@@ -273,12 +284,22 @@ async fn async_main(args: &Args, binary: &Path) -> Result<String> {
         false => None,
     };
 
-    let goals = report::goals(&big, &many, &requests, oci.as_ref());
-    let rows = report::rows(&big, &many, &requests, baseline.as_ref(), oci.as_ref());
+    let mut oci_scale = Vec::new();
+    if args.runs(Only::OciScale) {
+        for per_channel in [1, 10] {
+            let c = args.oci_scale_channels;
+            oci_scale.push(oci_scale::oci_scale(&kit, binary, c, per_channel).await?);
+        }
+    }
+
+    let mut goals = report::goals(&big, &many, &requests, oci.as_ref());
+    goals.extend(report::oci_scale_goals(&oci_scale));
+    let mut rows = report::rows(&big, &many, &requests, baseline.as_ref(), oci.as_ref());
+    rows.extend(report::oci_scale_rows(&oci_scale));
     let table = report::table(&goals, &rows);
     println!("{table}");
 
-    if !args.no_docs && args.only.is_none() {
+    if !args.no_docs && args.only.is_empty() {
         write_docs(&kit, args, &table).await?;
     }
     let missed: Vec<&str> = goals.iter().filter(|g| !g.met).map(|g| g.name).collect();

@@ -126,14 +126,41 @@ pub fn pull_secret(ns: &str, registry: &str, user: &str, password: &str) -> Valu
     })
 }
 
-/// An oci channel of `image` in the test registry (plain HTTP, the pull Secret above).
-pub fn oci_channel(ns: &str, image: &str) -> Value {
+/// An oci channel `name` of `image` in the test registry (plain HTTP, the pull Secret above).
+pub fn oci_channel(name: &str, ns: &str, image: &str) -> Value {
     json!({
         "apiVersion": GROUP_VERSION, "kind": "ManagedOSVersionChannel",
-        "metadata": {"name": "oci", "namespace": ns},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {"type": "oci", "options": {"image": image, "insecure": true,
                                             "imagePullSecrets": [{"name": "pull"}]}},
     })
+}
+
+/// A ValidatingAdmissionPolicy on the versions of namespace `ns` and its binding (a
+/// `kind: List` for `kubectl apply`): it may refuse a version (named `refused-by-bench`), so
+/// an operator cannot know that none will be refused without asking.
+pub fn admission_policy(ns: &str) -> Value {
+    let name = format!("bench-admission-{ns}");
+    list(&[
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {"failurePolicy": "Fail",
+                     "matchConstraints": {"resourceRules": [{
+                         "apiGroups": ["rancheros.cattle.io"], "apiVersions": ["*"],
+                         "operations": ["CREATE", "UPDATE"], "resources": ["managedosversions"]}]},
+                     "validations": [{"expression": "object.metadata.name != 'refused-by-bench'",
+                                      "message": "refused by the benchmark's admission policy"}]},
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                     "matchResources": {"namespaceSelector": {"matchLabels": {
+                         "kubernetes.io/metadata.name": ns}}}},
+        }),
+    ])
 }
 
 /// Json channel `i` of the scale scenario: the `i % namespaces`-th namespace, its data at
@@ -201,6 +228,22 @@ mod tests {
         assert_eq!(e.as_array().unwrap().len(), 3);
         assert_eq!(e[2]["metadata"]["name"], "sl-micro-6-0-2--oci");
         assert_eq!(e[0]["spec"]["version"], "v2.2.0-0");
+    }
+
+    #[test]
+    fn the_admission_policy_binds_to_its_namespace_only() {
+        let l = admission_policy("ns-1");
+        let (policy, binding) = (&l["items"][0], &l["items"][1]);
+        assert_eq!(binding["spec"]["policyName"], policy["metadata"]["name"]);
+        assert_eq!(
+            binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "ns-1"
+        );
+        let rule = &policy["spec"]["matchConstraints"]["resourceRules"][0];
+        assert_eq!(rule["resources"][0], "managedosversions");
+        let o = oci_channel("ch-1", "ns", "reg/x:v1");
+        assert_eq!(o["metadata"]["name"], "ch-1");
+        assert_eq!(o["spec"]["options"]["image"], "reg/x:v1");
     }
 
     #[test]

@@ -110,7 +110,7 @@ pub async fn oci_vs_custom(kit: &Kit, binary: &Path, args: &Args) -> Result<Oci>
                 custom
             } else {
                 push_elemental_image(kit, &format!("{ns}/elemental-channel"), &data)?;
-                objects::oci_channel(ns, &image)
+                objects::oci_channel("oci", ns, &image)
             };
             let log0 = op.log_text();
             let (own0, pods0) = (parse::own_requests(&log0), parse::pods_created(&log0));

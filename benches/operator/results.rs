@@ -1,5 +1,7 @@
 //! Each scenario's typed result, as the report reads it.
 
+use crate::audit::Writes;
+
 /// 1 and 2: the big channel, its first sync and an unchanged resync.
 #[derive(Clone, Debug)]
 pub struct Big {
@@ -12,10 +14,34 @@ pub struct Big {
     /// 16 kubectl writers' `create -f` of the same objects (s).
     pub kubectl16: f64,
     pub message: String,
+    /// Version write requests of the first sync (the audit log, its namespace).
+    pub first_writes: Writes,
     pub resync: f64,
+    /// Version write requests of the unchanged resync (the audit log, its namespace).
     pub resync_writes: f64,
     pub resync_message: String,
+    /// Peak RSS at the end of the first sync, and at the end (after the resync).
+    pub first_rss: u64,
     pub rss: u64,
+    /// The same first sync by another operator with `--write-qps 0` (no pacing).
+    pub unpaced: Option<FirstSync>,
+    /// A first sync in a namespace where an admission policy may refuse versions.
+    pub admitted: Option<FirstSync>,
+    /// The unpaced first sync by the `--baseline-binary` build, in the same run.
+    pub baseline: Option<FirstSync>,
+}
+
+/// One first sync of a custom channel, by an operator of its own.
+#[derive(Clone, Debug, Default)]
+pub struct FirstSync {
+    pub versions: i64,
+    /// Data in the display log -> Synchronized (s).
+    pub seconds: f64,
+    pub cpu: f64,
+    /// The operator's peak RSS (from its start: this sync and what came before it).
+    pub rss: u64,
+    pub writes: Writes,
+    pub message: String,
 }
 
 impl Big {
@@ -28,10 +54,15 @@ impl Big {
             kubectl: 1.0,
             kubectl16: 1.0,
             message: String::new(),
+            first_writes: Writes::default(),
             resync: 0.0,
             resync_writes: 0.0,
             resync_message: String::new(),
+            first_rss: 0,
             rss: 0,
+            unpaced: None,
+            admitted: None,
+            baseline: None,
         }
     }
 }
@@ -84,4 +115,26 @@ pub struct Oci {
     pub custom: OciSide,
     pub oci: OciSide,
     pub rss: u64,
+}
+
+/// 9: many oci channels created at once, each its own artifact in the local registry.
+#[derive(Clone, Debug, Default)]
+pub struct OciScale {
+    pub channels: i64,
+    pub per_channel: i64,
+    /// Pushing the artifacts (left out of every other figure).
+    pub push_seconds: f64,
+    /// The first create -> the last create answered.
+    pub create_seconds: f64,
+    /// The last create answered -> every channel Synchronized.
+    pub after_last: f64,
+    /// The first create -> every channel Synchronized.
+    pub after_first: f64,
+    pub versions: i64,
+    pub rss: u64,
+    /// Operator CPU seconds from the first create to every channel Synchronized.
+    pub cpu: f64,
+    pub writes: Writes,
+    /// Registry requests of all pulls (the operator's log).
+    pub registry_requests: i64,
 }

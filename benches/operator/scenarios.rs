@@ -8,10 +8,11 @@ use std::time::Instant;
 use color_eyre::eyre::Result;
 use serde_json::Value;
 
+use crate::audit;
 use crate::kit::{self, Kit, MINUTES_30, Operator, kubectl, log, secs, wait, watch_until};
 use crate::objects;
-use crate::parse::{self, WRITES, count};
-use crate::results::{Big, Many, Requests};
+use crate::parse::{self, count};
+use crate::results::{Big, FirstSync, Many, Requests};
 use crate::{Args, objects::list};
 
 /// Runs `body` with the operator, then stops it whether or not `body` failed.
@@ -28,8 +29,83 @@ pub fn log_path(kit: &Kit, name: &str) -> std::path::PathBuf {
     kit.workdir.join(name)
 }
 
+/// Applies custom channel `name` listing `n` versions named `{name}-{i}` and waits for its
+/// first sync: from the data in the display log to Synchronized, then until its syncer pod
+/// is gone. What the operator `op` spent, and the version writes it sent (the audit log).
+async fn first_sync(kit: &Kit, op: &Operator, ns: &str, name: &str, n: usize) -> Result<FirstSync> {
+    let channels = kit.channels(ns);
+    let spec = objects::channel(
+        name,
+        ns,
+        &kit.runner_image,
+        &objects::generator(name, n),
+        true,
+    );
+    let writes0 = audit::writes(ns).await?;
+    kit.apply_channel(ns, &spec).await?;
+    log(&format!("{ns}: channel {name}, {n} versions"));
+    let t_data = kit.display_running(ns, name).await?;
+    let cpu0 = op.cpu_seconds();
+    let t_done = watch_until("Synchronized", channels.clone(), name, |c| {
+        kit::ready_reason(c) == "Synchronized"
+    })
+    .await?;
+    let seconds = (t_done - t_data).as_secs_f64();
+    let cpu = op.cpu_seconds() - cpu0;
+    let message = kit::ready_message(&channels.get(name).await?);
+    let pods = kit.pods(ns);
+    wait("the syncer pod to go", MINUTES_30, secs(0.5), || async {
+        Ok(pods.get_opt(name).await?.is_none())
+    })
+    .await?;
+    Ok(FirstSync {
+        versions: n as i64,
+        seconds,
+        cpu,
+        rss: op.peak_rss(),
+        writes: audit::writes(ns).await?.since(writes0),
+        message,
+    })
+}
+
+/// An operator of `binary` watching `ns` with `--write-qps 0` (no pacing); the first sync
+/// of a channel of `n` versions; with `admitted` > 0, then one of that many versions under
+/// an admission policy that may refuse versions (and refuses none of them).
+async fn unpaced_sync(
+    kit: &Kit,
+    binary: &Path,
+    label: &str,
+    n: usize,
+    admitted: usize,
+) -> Result<(FirstSync, Option<FirstSync>)> {
+    let ns = format!("bench-big-{label}-{}", kit::run_id());
+    kit.namespace(&ns).await?;
+    // Test runs of other trees may have installed their CRDs meanwhile.
+    kit.crds().await?;
+    let logfile = log_path(kit, &format!("operator-big-{label}.log"));
+    let op = Operator::start(kit, binary, Some(&ns), logfile, &["--write-qps", "0"], &[])?;
+    let out = with_operator(op, async |op: &Operator| {
+        let first = first_sync(kit, op, &ns, "big", n).await?;
+        if admitted == 0 {
+            return Ok((first, None));
+        }
+        let policy = objects::admission_policy(&ns);
+        let path = kit.workdir.join(format!("admission-{label}.json"));
+        kit::write_json(&path, &policy)?;
+        let path = path.to_string_lossy().into_owned();
+        kubectl(&["apply", "-f", &path]).await?;
+        let under = first_sync(kit, op, &ns, "adm", admitted).await;
+        let _ = kubectl(&["delete", "--ignore-not-found", "-f", &path]).await;
+        Ok((first, Some(under?)))
+    })
+    .await;
+    kit.drop_namespaces(&[&ns]).await;
+    out
+}
+
 /// 1 and 2: one custom channel of `--versions` versions, against kubectl creating the same
-/// objects (one process, then 16), and an unchanged resync of it.
+/// objects (one process, then 16), and an unchanged resync of it; then the same first sync
+/// by an unpaced operator (and by the baseline build), and one under an admission policy.
 pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
     let run_id = kit::run_id();
     let (ns, raw) = (format!("bench-big-{run_id}"), format!("bench-raw-{run_id}"));
@@ -54,6 +130,7 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
     ));
     let writers16 = kit::create_parallel(&items, &kit.workdir, 16).await?;
 
+    kit.crds().await?;
     let op = Operator::start(
         kit,
         binary,
@@ -64,32 +141,10 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
     )?;
     let out = with_operator(op, async |op: &Operator| {
         let channels = kit.channels(&ns);
-        let spec = objects::channel(
-            "big",
-            &ns,
-            &kit.runner_image,
-            &objects::generator("big", n),
-            true,
-        );
-        kit.apply_channel(&ns, &spec).await?;
-        log(&format!("big channel: {n} versions"));
-        let t_data = kit.display_running(&ns, "big").await?;
-        let cpu0 = op.cpu_seconds();
-        let t_done = watch_until("Synchronized", channels.clone(), "big", |c| {
-            kit::ready_reason(c) == "Synchronized"
-        })
-        .await?;
-        let first = (t_done - t_data).as_secs_f64();
-        let first_cpu = op.cpu_seconds() - cpu0;
-        let message = kit::ready_message(&channels.get("big").await?);
-        let pods = kit.pods(&ns);
-        wait("the syncer pod to go", MINUTES_30, secs(0.5), || async {
-            Ok(pods.get_opt("big").await?.is_none())
-        })
-        .await?;
+        let first = first_sync(kit, op, &ns, "big", n).await?;
 
         log("unchanged resync, on demand");
-        let (before, _) = kit.api_metrics().await?;
+        let writes0 = audit::writes(&ns).await?;
         kit.request_sync(&ns, "big", "bench-resync").await?;
         let t_data = kit.display_running(&ns, "big").await?;
         let t_done = watch_until("the resync", channels.clone(), "big", |c| {
@@ -97,27 +152,36 @@ pub async fn big_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<Big> {
         })
         .await?;
         let resync = (t_done - t_data).as_secs_f64();
-        let (after, _) = kit.api_metrics().await?;
+        let resync_writes = audit::writes(&ns).await?.since(writes0);
         Ok(Big {
             versions: n as i64,
-            first,
-            first_cpu,
+            first: first.seconds,
+            first_cpu: first.cpu,
             kubectl: kubectl_seconds,
             kubectl16: writers16,
-            message,
+            message: first.message,
+            first_writes: first.writes,
             resync,
-            resync_writes: count(
-                &after.since(&before),
-                Some("managedosversions"),
-                Some(WRITES),
-            ),
+            resync_writes: resync_writes.requests as f64,
             resync_message: kit::ready_message(&channels.get("big").await?),
+            first_rss: first.rss,
             rss: op.peak_rss(),
+            ..Big::skipped()
         })
     })
     .await;
+    // Deleted before the next sync is timed, not while one is.
     kit.drop_namespaces(&[&ns, &raw, &raw16]).await;
-    out
+    let mut big = out?;
+    log("the same first sync with --write-qps 0 (no pacing)");
+    let (unpaced, admitted) = unpaced_sync(kit, binary, "now", n, args.admission_versions).await?;
+    big.unpaced = Some(unpaced);
+    big.admitted = admitted;
+    if let Some(b) = &args.baseline_binary {
+        log("the same first sync with --write-qps 0 by the baseline build");
+        big.baseline = Some(unpaced_sync(kit, b, "baseline", n, 0).await?.0);
+    }
+    Ok(big)
 }
 
 /// Whether every channel of `ns` reports Ready with `reason` (any reason when None), and

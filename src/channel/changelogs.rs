@@ -23,13 +23,7 @@ pub fn configmap_name(channel: &str) -> String {
     if channel.len().saturating_add(SUFFIX.len()) <= 253 {
         return format!("{channel}{SUFFIX}");
     }
-    let digest = ring::digest::digest(&ring::digest::SHA256, channel.as_bytes());
-    let hex: String = digest
-        .as_ref()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex = crate::digest::sha256_hex_prefix(channel.as_bytes(), 6);
     let head = channel
         .get(..200)
         .unwrap_or(channel)

@@ -31,6 +31,8 @@ pub struct Context<I: ChannelIo> {
     /// Channel data in memory, all syncs together: one output's worth
     /// (`--max-output-bytes`), taken as bytes arrive (docs/security.md).
     pub(super) budget: crate::budget::Budget,
+    /// The channel server's data, when it runs (`--channel-server-address`).
+    pub(super) served: Option<Arc<crate::channel_server::Store>>,
 }
 
 impl<I: ChannelIo> Context<I> {
@@ -45,7 +47,14 @@ impl<I: ChannelIo> Context<I> {
             )),
             budget: crate::budget::Budget::new(settings.max_output_bytes, settings.read_idle),
             settings,
+            served: None,
         }
+    }
+
+    /// The same, publishing the channels that opt in to `store` (the channel server's).
+    pub fn serving(mut self, store: Option<Arc<crate::channel_server::Store>>) -> Self {
+        self.served = store;
+        self
     }
 
     /// Runs `f` on the memory, with the channels observed syncing; wakes whom it says.
@@ -100,6 +109,7 @@ impl<I: ChannelIo> Context<I> {
             .unwrap_or(true);
         if current {
             self.metrics.forget_channel(key);
+            self.unserve(key);
         }
     }
 

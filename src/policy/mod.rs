@@ -182,6 +182,25 @@ fn platform_kept(wanted: &[Platform], item: &ChannelVersion) -> bool {
         .any(|p| wanted.iter().any(|w| w.same_machine(p)))
 }
 
+/// Whether `item` runs on the platform `text` (`os/arch`) as the `platforms` rule judges
+/// it (an entry without the key runs anywhere); `None`: `text` is no platform. The channel
+/// server's `?platform=` narrows with it.
+pub fn runs_on(text: &str, item: &ChannelVersion) -> Option<bool> {
+    let wanted = Platform::loose(text)?;
+    Some(platform_kept(std::slice::from_ref(&wanted), item))
+}
+
+/// The newest of `items` by [`newest_first`], when it is semver (else "newest" would mean
+/// nothing): `status.latestVersion`, and the channel server's `/latest`.
+pub fn newest<'a>(
+    items: impl IntoIterator<Item = &'a ChannelVersion>,
+) -> Option<&'a ChannelVersion> {
+    items
+        .into_iter()
+        .min_by(|a, b| newest_first(a, b))
+        .filter(|i| order_key(i).is_some())
+}
+
 /// The order of versions, newest first: by semver of `spec.version` (else of the name),
 /// then those that are not semver, by name; ties by name. Total and stable.
 pub fn newest_first(a: &ChannelVersion, b: &ChannelVersion) -> Ordering {
@@ -355,10 +374,7 @@ pub fn apply(
         });
     }
     // (none when no published version is semver: "newest" would mean nothing)
-    out.latest = candidates
-        .first()
-        .filter(|i| order_key(i).is_some())
-        .map(|i| i.name.clone());
+    out.latest = newest(&candidates).map(|i| i.name.clone());
     // Written in the source's order, as without a policy.
     let place: std::collections::HashMap<&str, usize> = items
         .iter()

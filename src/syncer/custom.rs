@@ -124,7 +124,7 @@ impl Decider<'_> {
                 };
                 // Complete data is used whatever the pod's age: an operator that comes back
                 // after the timeout still has a finished sync to apply.
-                match display::decode(log, self.settings.max_output_bytes) {
+                match frame::decode(log, self.settings.max_output_bytes) {
                     Output::Incomplete if stopped => {
                         self.failure(SyncFailure::OutputIncomplete, Some(pod))
                     }

@@ -170,6 +170,9 @@ pub struct Decision {
     /// Versions read in full and found as the sync wants them (name, resourceVersion): the
     /// operator need not read them again while they stay at that resourceVersion.
     pub verified: Vec<(String, String)>,
+    /// A successful sync of a channel with `spec.serve: true`: the versions it publishes,
+    /// as written, for the channel server (`channel_server`).
+    pub published: Option<Vec<ManagedOSVersion>>,
 }
 
 impl Decision {

@@ -9,6 +9,7 @@ mod budget;
 mod custom;
 mod decision;
 pub mod drift;
+pub mod frame;
 mod json;
 pub mod orphan;
 mod outcome;
@@ -42,10 +43,10 @@ use crate::api::{
 };
 use crate::channel;
 use crate::config::{self, ChannelConfig, CustomOptions, JsonOptions, OciOptions, Source};
-use crate::display::{self, Output};
 use crate::duration;
 use crate::failure::{RunnerOutput, SyncFailure};
 use crate::text;
+use frame::Output;
 use pod::PodState;
 use status::Truth;
 

@@ -66,12 +66,28 @@ impl Decider<'_> {
             .iter()
             .map(|(k, t)| (k.clone(), t.0))
             .collect();
-        let policy =
+        let mut policy =
             crate::policy::apply(&config.policy, items, &exists, &first_seen, self.obs.now);
+        // The policy copied what it publishes: the parsed listing is not needed any more, and
+        // what is published becomes the planned versions (moved, not copied), so that a large
+        // channel is held once, not three times, at the sync's peak.
+        let duplicates = parsed.duplicates;
+        drop(parsed.versions);
+        // A served channel's versions as the channel server renders them, before the listing
+        // moves into the plan (only then is what is published held twice).
+        let served = (self.ch.spec.serve == Some(true)).then(|| {
+            policy
+                .published
+                .iter()
+                .map(|item| versions::desired(self.ch, config, item))
+                .collect()
+        });
+        let listing = std::mem::take(&mut policy.published);
+        let published = listing.len();
         let held: std::collections::HashSet<String> = policy.held.keys().cloned().collect();
-        let plan = match versions::plan_held(
+        let plan = match versions::plan_from(
             self.ch,
-            Some((config, &policy.published)),
+            Some((config, listing)),
             &held,
             existing,
             config.delete_no_longer_in_sync,
@@ -86,14 +102,13 @@ impl Decider<'_> {
             let limit = self.settings.max_sync_write_bytes;
             return self.failure(SyncFailure::TooManyBytes { bytes, limit }, pod);
         }
-        let published = policy.published.len();
         let mut summary = format!("synchronized {published} versions ({})", plan.summary());
         if let Some(held) = policy.summary() {
             summary.push_str(&format!("; {held}"));
         }
         let mut events = Vec::new();
-        if !parsed.duplicates.is_empty() {
-            let names = text::list(&parsed.duplicates, ", ");
+        if !duplicates.is_empty() {
+            let names = text::list(&duplicates, ", ");
             summary.push_str(&format!(
                 "; duplicate names in the channel data, the last entry of each was used: {names}"
             ));
@@ -146,6 +161,7 @@ impl Decider<'_> {
             requeue: Some(interval),
             outcome: Some(Outcome::Synchronized),
             verified: plan.verified,
+            published: served,
             ..Default::default()
         }
     }

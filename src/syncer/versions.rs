@@ -68,13 +68,7 @@ pub fn content_hash(v: &ManagedOSVersion) -> String {
     let mut annotations = v.annotations().clone();
     annotations.remove(CONTENT_HASH_ANNOTATION);
     let content = serde_json::json!([v.labels(), annotations, v.spec]);
-    let digest = ring::digest::digest(&ring::digest::SHA256, content.to_string().as_bytes());
-    digest
-        .as_ref()
-        .iter()
-        .take(16)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex_prefix(content.to_string().as_bytes(), 16)
 }
 
 /// Whether this is a version as the metadata-only cache holds it (no spec, no field sets),
@@ -94,6 +88,13 @@ fn is_flagged(v: &ManagedOSVersion) -> bool {
         .is_some_and(|a| a == "true")
 }
 
+/// Whether a version is one the channel publishes now: it controls it, and it is neither
+/// flagged no longer in sync (by the source or the policy) nor orphaned. What the channel
+/// server rebuilds a channel's data from after a start.
+pub fn published_by(v: &ManagedOSVersion, channel: &ManagedOSVersionChannel) -> bool {
+    controlled_by(&v.metadata, channel) && !is_flagged(v) && !super::orphan::marked_orphan(v)
+}
+
 /// The version a listed item becomes: owner reference, label, registry and
 /// upgradeContainer applied.
 pub fn desired(
@@ -101,11 +102,23 @@ pub fn desired(
     config: &ChannelConfig,
     item: &ChannelVersion,
 ) -> ManagedOSVersion {
-    let mut labels = item.labels.clone();
+    desired_from(channel, config, item.clone())
+}
+
+/// [`desired`], made of the item itself (its parts moved, not copied).
+fn desired_from(
+    channel: &ManagedOSVersionChannel,
+    config: &ChannelConfig,
+    item: ChannelVersion,
+) -> ManagedOSVersion {
+    let ChannelVersion {
+        name,
+        mut labels,
+        mut annotations,
+        mut spec,
+    } = item;
     labels.insert(CHANNEL_LABEL.into(), channel.name_any());
-    let mut annotations = item.annotations.clone();
     annotations.remove(NO_LONGER_IN_SYNC_ANNOTATION);
-    let mut spec = item.spec.clone();
     if let (Some(registry), Some(metadata)) = (&config.registry, spec.metadata.as_mut()) {
         let key = if spec.type_ == "iso" {
             "uri"
@@ -119,9 +132,9 @@ pub fn desired(
     if config.upgrade_container.is_some() {
         spec.upgrade_container = config.upgrade_container.clone();
     }
-    let mut version = ManagedOSVersion::new(&item.name, spec);
+    let mut version = ManagedOSVersion::new(&name, spec);
     version.metadata = ObjectMeta {
-        name: Some(item.name.clone()),
+        name: Some(name),
         namespace: channel.namespace(),
         labels: Some(labels),
         annotations: (!annotations.is_empty()).then_some(annotations),
@@ -271,19 +284,37 @@ pub fn plan_held(
     existing: &[Arc<ManagedOSVersion>],
     delete_unlisted: bool,
 ) -> Result<Plan, String> {
+    let listing = listing.map(|(config, items)| (config, items.to_vec()));
+    plan_from(channel, listing, held, existing, delete_unlisted)
+}
+
+/// [`plan_held`], made of the listed items themselves: each becomes the version it asks
+/// for as it is planned, so a large listing is not held beside the versions planned from
+/// it (a sync's peak memory).
+pub fn plan_from(
+    channel: &ManagedOSVersionChannel,
+    listing: Option<(&ChannelConfig, Vec<ChannelVersion>)>,
+    held: &HashSet<String>,
+    existing: &[Arc<ManagedOSVersion>],
+    delete_unlisted: bool,
+) -> Result<Plan, String> {
     let by_name: HashMap<String, &Arc<ManagedOSVersion>> =
         existing.iter().map(|v| (v.name_any(), v)).collect();
     let mut plan = Plan::default();
-    let listed: &[ChannelVersion] = listing.map_or(&[], |(_, items)| items);
+    let listed_names: HashSet<String> = listing
+        .iter()
+        .flat_map(|(_, items)| items.iter().map(|i| i.name.clone()))
+        .collect();
     let mut conflicts = Vec::new();
     // Deletes go last: the only writes that cannot be undone if a later one is refused.
     let mut deletes = Vec::new();
     for (config, item) in listing
-        .iter()
-        .flat_map(|(c, items)| items.iter().map(move |i| (*c, i)))
+        .into_iter()
+        .flat_map(|(c, items)| items.into_iter().map(move |i| (c, i)))
     {
-        let want = desired(channel, config, item);
-        match by_name.get(&item.name) {
+        let want = desired_from(channel, config, item);
+        let name = want.name_any();
+        match by_name.get(&name) {
             None => {
                 plan.created = plan.created.saturating_add(1);
                 plan.effects.push(Effect::ApplyVersion {
@@ -310,7 +341,7 @@ pub fn plan_held(
                     && !changed
                     && !metadata_only(have)
                 {
-                    plan.verified.push((item.name.clone(), rv));
+                    plan.verified.push((name.clone(), rv));
                 }
                 if adopt || changed {
                     plan.updated = plan.updated.saturating_add(usize::from(!adopt));
@@ -324,7 +355,7 @@ pub fn plan_held(
                 }
                 if is_flagged(have) || super::orphan::marked_orphan(have) {
                     plan.effects.push(Effect::MarkVersion {
-                        name: item.name.clone(),
+                        name,
                         uid: have.uid().unwrap_or_default(),
                         no_longer_in_sync: false,
                     });
@@ -338,10 +369,9 @@ pub fn plan_held(
             crate::text::list(&conflicts, "; ")
         ));
     }
-    let listed_names: HashSet<&str> = listed.iter().map(|i| i.name.as_str()).collect();
     for have in existing {
         let name = have.name_any();
-        if listed_names.contains(name.as_str()) || !controlled_by(&have.metadata, channel) {
+        if listed_names.contains(&name) || !controlled_by(&have.metadata, channel) {
             continue;
         }
         if delete_unlisted && !held.contains(&name) {

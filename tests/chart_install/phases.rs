@@ -3,7 +3,7 @@
 use super::*;
 
 /// The start of the operator's warning when RBAC forbids reading its CRDs
-/// (`check_installed_crds` in src/operator/mod.rs): the schema check did not run.
+/// (`check_installed_crds` in src/commands/operator/mod.rs): the schema check did not run.
 pub(crate) const CRD_CHECK_SKIPPED: &str = "not checking the installed CRDs against this build";
 
 /// `kubectl auth can-i` resources for the CRDs: `TYPE/NAME` of each of the operator's two,

@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn every_operator_flag_with_an_env_var_has_a_value() {
     // The flags' env vars, from the operator's argument definitions.
-    let source = std::fs::read_to_string(root().join("src/operator/flags.rs")).unwrap();
+    let source = std::fs::read_to_string(root().join("src/commands/operator/flags.rs")).unwrap();
     // The old names' env vars (hidden aliases) are not rendered: the chart sets the new ones.
     let flags: BTreeSet<String> = source
         .split("#[arg(")

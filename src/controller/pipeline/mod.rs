@@ -38,6 +38,7 @@ mod finish;
 mod refresh;
 pub(super) mod remote;
 pub(super) mod run;
+mod serving;
 mod taken;
 mod versions;
 
@@ -112,8 +113,10 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
         };
         // versionPolicy.onChannelDelete: Orphan (its finalizer), before or instead of a sync.
         if let Some(done) = ctx.finalize(&channel, key).await? {
+            ctx.unserve(key);
             return Ok((done, Counts::default()));
         }
+        ctx.keep_served(key, &channel).await;
         // Read fresh, it may be a namesake created since: its record is its own.
         let uid = channel.uid().unwrap_or(uid);
         let channel = ctx.with_recorded_pod(key, &uid, channel);
@@ -180,6 +183,11 @@ impl<'a, I: ChannelIo> Attempt<'a, I> {
             }
         };
         self.settle(&decision);
+        if decision.outcome == Some(Outcome::Synchronized)
+            && let Some(published) = decision.published.take()
+        {
+            self.ctx.serve_published(self.key, &published);
+        }
         // Done with the data: it leaves memory before its room in the budget is given back.
         self.seen.display_log = None;
         self.seen.fetched = None;

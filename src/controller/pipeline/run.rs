@@ -51,11 +51,13 @@ struct Writers {
 
 /// Runs one controller per watched namespace (one for all when there are none), with the
 /// watch caches they share, until `shutdown` fires; in-flight reconciliations finish first.
+/// `served`: the channel server's store, kept in step with the channels that opt in.
 pub async fn run(
     clients: Clients,
     settings: Settings,
     metrics: Arc<Metrics>,
     watched: Watched<'_>,
+    served: Option<Arc<crate::channel_server::Store>>,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     let names: Vec<Option<String>> = if watched.namespaces.is_empty() {
@@ -95,7 +97,9 @@ pub async fn run(
         metrics.clone(),
         bounds,
     );
-    let ctx = Arc::new(Context::new(io, settings, metrics, reporter));
+    // The channel server answers while the controllers run (and keep its data current).
+    let _serving = served.as_ref().map(crate::channel_server::Store::activate);
+    let ctx = Arc::new(Context::new(io, settings, metrics, reporter).serving(served));
     let streaming = caches::streaming_lists_served(&client, names[0].as_deref()).await;
     info!(
         "watch caches fill by {}",

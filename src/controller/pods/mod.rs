@@ -13,9 +13,9 @@ use crate::controller::io::Kind;
 use crate::controller::io::errors::{Error, api_message, classify, is_status, kube_err};
 use crate::controller::io::{ObjectIo, PodIo};
 use crate::controller::objects::owned::{self, Done};
-use crate::display::FRAME_OVERHEAD;
 use crate::failure::SyncFailure;
 use crate::metrics::Metrics;
+use crate::syncer::frame::FRAME_OVERHEAD;
 use crate::syncer::{Effect, pod};
 
 /// What the pod effects of a decision did.

@@ -442,3 +442,5 @@ async fn a_version_of_another_channel_is_a_conflict_though_the_cache_gives_each_
 }
 
 mod owned_objects;
+
+mod serving;

@@ -146,7 +146,7 @@ pub(crate) fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observ
 
 pub(crate) fn framed(data: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    display::write_framed(&mut out, data.as_bytes()).unwrap();
+    frame::write_framed(&mut out, data.as_bytes()).unwrap();
     out
 }
 
