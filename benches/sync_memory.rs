@@ -100,16 +100,10 @@ fn peak_of(
     PEAK.store(before, Ordering::Relaxed);
     let decision = syncer::decide(
         &Observation {
-            channel,
             pod: Some(&pod),
             display_log: Some(&log),
-            runner_log: None,
-            fetched: None,
             versions: Some(&[]),
-            pod_create_error: None,
-            error: None,
-            queued: false,
-            now: Timestamp::now(),
+            ..Observation::new(channel, Timestamp::now())
         },
         settings,
         &resolved,
@@ -130,25 +124,14 @@ fn pod_for(
     settings: &Settings,
 ) -> k8s_openapi::api::core::v1::Pod {
     let first = syncer::decide(
-        &Observation {
-            channel,
-            pod: None,
-            display_log: None,
-            runner_log: None,
-            fetched: None,
-            versions: None,
-            pod_create_error: None,
-            error: None,
-            queued: false,
-            now: Timestamp::now(),
-        },
+        &Observation::new(channel, Timestamp::now()),
         settings,
         &settings.resolve_channel(channel),
     );
-    let Some(Effect::CreatePod(pod)) = first.effects.into_iter().next() else {
-        panic!("a new channel starts a pod")
-    };
-    let mut pod = *pod;
+    let mut pod = first
+        .pod_to_create()
+        .cloned()
+        .expect("a new channel starts a pod");
     pod.metadata.uid = Some("pod".into());
     pod.status = serde_json::from_value(json!({
         "phase": "Running",

@@ -608,30 +608,13 @@ pub fn syncer_decide(data: &[u8]) {
     let pod: Option<Pod> = match c.byte() % 3 {
         0 => None,
         n => {
+            let now = Timestamp::from_second(base).unwrap_or(Timestamp::UNIX_EPOCH);
             let probe = syncer::decide(
-                &Observation {
-                    channel: &ch,
-                    pod: None,
-                    display_log: None,
-                    runner_log: None,
-                    fetched: None,
-                    versions: None,
-                    pod_create_error: None,
-                    error: None,
-                    queued: false,
-                    now: Timestamp::from_second(base).unwrap_or(Timestamp::UNIX_EPOCH),
-                },
+                &Observation::new(&ch, now),
                 &settings,
                 &settings.resolve_channel(&ch),
             );
-            let mut pod = probe
-                .effects
-                .iter()
-                .find_map(|e| match e {
-                    Effect::CreatePod(p) => Some((**p).clone()),
-                    _ => None,
-                })
-                .unwrap_or_default();
+            let mut pod = probe.pod_to_create().cloned().unwrap_or_default();
             pod.metadata.name = Some("chan".into());
             pod.metadata.uid = Some("pod-uid".into());
             if n == 2 {
@@ -716,16 +699,11 @@ pub fn syncer_decide(data: &[u8]) {
     let log = String::from_utf8_lossy(&rest).into_owned();
 
     let mut obs = Observation {
-        channel: &ch,
         pod: pod.as_ref(),
-        display_log: None,
-        runner_log: None,
-        fetched: None,
-        versions: None,
         pod_create_error,
         error,
         queued,
-        now,
+        ..Observation::new(&ch, now)
     };
     // Resolved once, as an attempt resolves it, however many rounds decide on it.
     let resolved = settings.resolve_channel(obs.channel);

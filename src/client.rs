@@ -2,6 +2,7 @@
 //! commands alike): `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, else the
 //! in-cluster service account; `--context` picks a context of that kubeconfig. The
 //! client's default namespace is the chosen context's (`default` when it sets none).
+//! `fake_api`: a fake API server for unit tests.
 
 use std::path::Path;
 
@@ -84,6 +85,9 @@ pub async fn client(source: Source<'_>) -> Result<Client, ClientError> {
     };
     Client::try_from(config).map_err(|e| ClientError::Config(e.to_string()))
 }
+
+#[cfg(test)]
+pub(crate) mod fake_api;
 
 #[cfg(test)]
 mod tests {

@@ -446,4 +446,4 @@ mod linger;
 use linger::linger_close;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -98,25 +98,13 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
     }
     // In every mode the operator may read its two CRDs (its startup schema check), through
     // a ClusterRole of its own.
-    let crds = format!("{deployment}-crds");
-    assert_eq!(
-        find(docs, "ClusterRole", &crds)["rules"],
-        expected_crd_rules()
-    );
-    assert_eq!(
-        find(docs, "ClusterRoleBinding", &crds)["roleRef"],
-        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": crds})
-    );
+    bound_cluster_role(docs, &format!("{deployment}-crds"), expected_crd_rules());
     // In every mode it watches what could refuse a version write, through a ClusterRole of
     // its own.
-    let admission = format!("{deployment}-admission");
-    assert_eq!(
-        find(docs, "ClusterRole", &admission)["rules"],
-        expected_admission_rules()
-    );
-    assert_eq!(
-        find(docs, "ClusterRoleBinding", &admission)["roleRef"],
-        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": admission})
+    bound_cluster_role(
+        docs,
+        &format!("{deployment}-admission"),
+        expected_admission_rules(),
     );
     // Unless metrics.insecure, /metrics asks the API server about each caller (a
     // ClusterRole of its own), and a ClusterRole grants scrapers get /metrics.
@@ -130,14 +118,7 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
         }
     } else {
         assert_eq!(env_value(c, "METRICS_INSECURE"), None);
-        assert_eq!(
-            find(docs, "ClusterRole", &auth)["rules"],
-            expected_review_rules()
-        );
-        assert_eq!(
-            find(docs, "ClusterRoleBinding", &auth)["roleRef"],
-            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": auth})
-        );
+        bound_cluster_role(docs, &auth, expected_review_rules());
         assert_eq!(
             find(docs, "ClusterRole", &reader)["rules"],
             metrics_reader_rules()
@@ -151,6 +132,16 @@ fn check_common(docs: &[Value], deployment: &str) -> Value {
         find(docs, "CustomResourceDefinition", crd);
     }
     c.clone()
+}
+
+/// Asserts that the ClusterRole `name` grants `rules` and its ClusterRoleBinding of the
+/// same name binds it.
+fn bound_cluster_role(docs: &[Value], name: &str, rules: Value) {
+    assert_eq!(find(docs, "ClusterRole", name)["rules"], rules);
+    assert_eq!(
+        find(docs, "ClusterRoleBinding", name)["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name})
+    );
 }
 
 /// The rows of the first Markdown table after `heading` in `doc`, cells trimmed, the

@@ -198,54 +198,27 @@ fn run_one(target: &str, what: &str, data: &[u8], check: fn(&[u8])) {
     }
 }
 
+/// A test per target, named after it, running its property this many mutations.
+macro_rules! targets {
+    ($($target:ident: $mutations:expr,)*) => {$(
+        #[test]
+        fn $target() {
+            fuzz(stringify!($target), $mutations, props::$target);
+        }
+    )*};
+}
+
 // Mutations per target: about 40 s in all in a debug build on 2 busy cores.
-#[test]
-fn channel_parse() {
-    fuzz("channel_parse", 50_000, props::channel_parse);
-}
-
-#[test]
-fn channel_config() {
-    fuzz("channel_config", 20_000, props::channel_config);
-}
-
-#[test]
-fn display_decode() {
-    fuzz("display_decode", 200_000, props::display_decode);
-}
-
-#[test]
-fn duration_parse() {
-    fuzz("duration_parse", 300_000, props::duration_parse);
-}
-
-#[test]
-fn syncer_decide() {
-    fuzz("syncer_decide", 20_000, props::syncer_decide);
-}
-
-#[test]
-fn mirror_rewrite() {
-    fuzz("mirror_rewrite", 20_000, props::mirror_rewrite);
-}
-
-#[test]
-fn policy_apply() {
-    fuzz("policy_apply", 20_000, props::policy_apply);
-}
-
-#[test]
-fn channel_server_answer() {
-    fuzz(
-        "channel_server_answer",
-        20_000,
-        props::channel_server_answer,
-    );
-}
-
-#[test]
-fn layer_walk() {
-    fuzz("layer_walk", 2_000, props::layer_walk);
+targets! {
+    channel_parse: 50_000,
+    channel_config: 20_000,
+    display_decode: 200_000,
+    duration_parse: 300_000,
+    syncer_decide: 20_000,
+    mirror_rewrite: 20_000,
+    policy_apply: 20_000,
+    channel_server_answer: 20_000,
+    layer_walk: 2_000,
 }
 
 /// Inputs fuzzing found failing, kept as they were found (also in the seed corpus).

@@ -330,15 +330,25 @@ async fn a_stalled_handler_is_answered_503_at_the_request_timeout() {
 #[tokio::test]
 async fn a_dripping_body_is_ended_at_the_request_timeout() {
     let server = start(quick(), &[]).await;
-    let mut stream = connect_from("127.0.0.1", server.addr).await;
-    stream
-        .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
-        .await
-        .unwrap();
+    let stream = connect_from("127.0.0.1", server.addr).await;
+    let head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n";
+    let answer = drip(stream, head, b'a').await;
+    assert_eq!(
+        status_of(&answer),
+        Some(503),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+}
+
+/// Sends `head`, then a body of 1000 `byte`s one every 20 ms, and reads the answer until
+/// the server closes the connection (which it must within [`PATIENCE`]).
+pub(crate) async fn drip(mut stream: TcpStream, head: &[u8], byte: u8) -> Vec<u8> {
+    stream.write_all(head).await.unwrap();
     let (mut reader, mut writer) = stream.into_split();
     let drip = tokio::spawn(async move {
         for _ in 0..1000 {
-            if writer.write_all(b"a").await.is_err() {
+            if writer.write_all(&[byte]).await.is_err() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -346,14 +356,9 @@ async fn a_dripping_body_is_ended_at_the_request_timeout() {
     });
     let mut answer = Vec::new();
     let read = tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer)).await;
-    assert!(read.is_ok(), "the connection is closed");
-    assert_eq!(
-        status_of(&answer),
-        Some(503),
-        "{}",
-        String::from_utf8_lossy(&answer)
-    );
     drip.abort();
+    assert!(read.is_ok(), "the connection is closed");
+    answer
 }
 
 #[tokio::test]

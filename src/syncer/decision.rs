@@ -44,6 +44,25 @@ pub struct Observation<'a> {
     pub now: Timestamp,
 }
 
+impl<'a> Observation<'a> {
+    /// The channel alone, seen at `now`: the first look, before anything was asked for.
+    /// Callers fill in what they have with `..Observation::new(channel, now)`.
+    pub fn new(channel: &'a ManagedOSVersionChannel, now: Timestamp) -> Self {
+        Observation {
+            channel,
+            pod: None,
+            display_log: None,
+            runner_log: None,
+            fetched: None,
+            versions: None,
+            pod_create_error: None,
+            error: None,
+            queued: false,
+            now,
+        }
+    }
+}
+
 /// What must be observed before a decision can be made.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Needs {
@@ -154,4 +173,14 @@ pub struct Decision {
     /// A successful sync of a channel with `spec.serve: true`: the versions it publishes,
     /// as written, for the channel server (`channel_server`).
     pub published: Option<Vec<ManagedOSVersion>>,
+}
+
+impl Decision {
+    /// The syncer pod this decision creates, if it creates one.
+    pub fn pod_to_create(&self) -> Option<&Pod> {
+        self.effects.iter().find_map(|e| match e {
+            Effect::CreatePod(pod) => Some(&**pod),
+            _ => None,
+        })
+    }
 }

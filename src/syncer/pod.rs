@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerStateTerminated, ContainerStatus, EmptyDirVolumeSource,
-    LocalObjectReference, Pod, PodSecurityContext, PodSpec, ResourceRequirements, SeccompProfile,
-    SecurityContext, Volume, VolumeMount,
+    LocalObjectReference, Pod, PodSecurityContext, PodSpec, PodStatus, ResourceRequirements,
+    SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -366,18 +366,22 @@ pub fn runner_finished_at(pod: &Pod) -> Option<Time> {
         .clone()
 }
 
+/// The statuses of a pod's init containers, then of its containers.
+pub fn container_statuses(status: &PodStatus) -> impl Iterator<Item = &ContainerStatus> {
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+}
+
 /// One line on where a pod that is still working is stuck, for a timeout message:
 /// `runner: ImagePullBackOff: Back-off pulling image "x"`.
 pub fn waiting_summary(pod: &Pod) -> String {
     let Some(status) = &pod.status else {
         return "the pod was never scheduled".into();
     };
-    let all = status
-        .init_container_statuses
-        .iter()
-        .flatten()
-        .chain(status.container_statuses.iter().flatten());
-    for c in all {
+    for c in container_statuses(status) {
         let Some(state) = &c.state else { continue };
         if let Some(w) = &state.waiting {
             let mut s = format!("{}: {}", c.name, w.reason.as_deref().unwrap_or("waiting"));

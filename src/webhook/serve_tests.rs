@@ -83,26 +83,13 @@ async fn a_token_less_post_declaring_100_mib_is_401_without_its_body_being_read(
 #[tokio::test]
 async fn an_authorised_body_that_drips_ends_at_the_request_timeout() {
     let (addr, _) = start("drip").await;
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let stream = TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 1000\r\n\r\n"
     );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let (mut reader, mut writer) = stream.into_split();
-    let drip = tokio::spawn(async move {
-        for _ in 0..1000 {
-            if writer.write_all(b"{").await.is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
-    let mut answer = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer)).await;
-    assert!(read.is_ok(), "answered and closed");
+    let answer = http_server::tests::drip(stream, head.as_bytes(), b'{').await;
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-    drip.abort();
 }
 
 #[tokio::test]

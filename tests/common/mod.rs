@@ -408,23 +408,13 @@ impl TestNs {
 
     /// Merge-patches the channel's spec.
     pub async fn patch_spec(&self, name: &str, spec: Value) {
-        self.channels()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": spec})),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("patching channel {name}: {e}"));
+        merge_patch(&self.channels(), name, json!({"spec": spec})).await;
     }
 
     pub async fn request_sync(&self, name: &str, value: &str) {
         let patch =
             json!({"metadata": {"annotations": {"rancheros.cattle.io/sync-requested-at": value}}});
-        self.channels()
-            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-            .unwrap();
+        merge_patch(&self.channels(), name, patch).await;
     }
 
     pub async fn channel(&self, name: &str) -> ManagedOSVersionChannel {
@@ -767,14 +757,17 @@ pub async fn events_with_counts(t: &TestNs, channel: &str) -> Vec<(String, Strin
 /// Sets labels on the test's namespace (Pod Security levels, for example).
 pub async fn label_namespace(t: &TestNs, labels: Value) {
     let namespaces: Api<Namespace> = Api::all(t.client.clone());
-    namespaces
-        .patch(
-            &t.ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": labels}})),
-        )
+    merge_patch(&namespaces, &t.ns, json!({"metadata": {"labels": labels}})).await;
+}
+
+/// Merge-patches the object `name` through `api`.
+pub async fn merge_patch<K>(api: &Api<K>, name: &str, patch: Value)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("merge-patching {name} with {patch}: {e}"));
 }
 
 /// The channel's Events once one of them matches `wanted` (Events are written after the

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Resource};
 use rancheros_operator::api::ManagedOSVersionChannel;
 use serde::de::DeserializeOwned;
@@ -139,14 +139,7 @@ impl TestNs {
 
     /// Merge-patches the Secret's `stringData`.
     pub async fn patch_secret(&self, name: &str, string_data: Value) {
-        self.secrets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "stringData": string_data })),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("patching Secret {name}: {e}"));
+        super::merge_patch(&self.secrets(), name, json!({ "stringData": string_data })).await;
     }
 }
 

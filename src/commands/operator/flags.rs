@@ -1,4 +1,5 @@
 //! The `operator` subcommand's flags, and the checks they get before anything starts.
+//! `egress_flags`: the egress flags, each under its new and its old name.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,6 +7,9 @@ use std::time::Duration;
 
 use crate::duration;
 use crate::egress::{self, Cidr};
+
+mod egress_flags;
+use egress_flags::EgressFlags;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -157,58 +161,9 @@ pub struct OperatorArgs {
     /// each; the leader Lease is then one of this selector's own.
     #[arg(long, env = "WATCH_LABEL_SELECTOR", value_name = "SELECTOR")]
     pub watch_label_selector: Option<String>,
-    /// json channels (their URLs) and oci channels (their registries) may not connect to
-    /// addresses in this network (CIDR; repeatable; default: loopback, link-local,
-    /// unspecified, multicast and the cloud metadata services; giving it replaces that
-    /// list) unless --egress-allow-cidr lists them. Old name, still accepted:
-    /// --json-deny-cidr (JSON_DENY_CIDRS); the two lists add up.
-    #[arg(
-        long = "egress-deny-cidr",
-        env = "EGRESS_DENY_CIDRS",
-        value_name = "CIDR",
-        value_delimiter = ',',
-        value_parser = egress::parse_cidr
-    )]
-    egress_deny_cidrs: Vec<Cidr>,
-    /// The old name of --egress-deny-cidr. An arg of its own rather than a clap alias,
-    /// because an alias cannot carry a second environment variable.
-    #[arg(
-        long = "json-deny-cidr",
-        env = "JSON_DENY_CIDRS",
-        hide = true,
-        value_name = "CIDR",
-        value_delimiter = ',',
-        value_parser = egress::parse_cidr
-    )]
-    json_deny_cidrs: Vec<Cidr>,
-    /// Exceptions to --egress-deny-cidr (CIDR; repeatable). Old name, still accepted:
-    /// --json-allow-cidr (JSON_ALLOW_CIDRS).
-    #[arg(
-        long = "egress-allow-cidr",
-        env = "EGRESS_ALLOW_CIDRS",
-        value_name = "CIDR",
-        value_delimiter = ',',
-        value_parser = egress::parse_cidr
-    )]
-    egress_allow_cidrs: Vec<Cidr>,
-    /// The old name of --egress-allow-cidr.
-    #[arg(
-        long = "json-allow-cidr",
-        env = "JSON_ALLOW_CIDRS",
-        hide = true,
-        value_name = "CIDR",
-        value_delimiter = ',',
-        value_parser = egress::parse_cidr
-    )]
-    json_allow_cidrs: Vec<Cidr>,
-    /// Also deny the private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)
-    /// to json and oci channels, on top of --egress-deny-cidr. Old name, still accepted:
-    /// --json-deny-private-ranges (JSON_DENY_PRIVATE_RANGES).
-    #[arg(long, env = "EGRESS_DENY_PRIVATE_RANGES")]
-    egress_deny_private_ranges: bool,
-    /// The old name of --egress-deny-private-ranges.
-    #[arg(long, env = "JSON_DENY_PRIVATE_RANGES", hide = true)]
-    json_deny_private_ranges: bool,
+    // The egress policy's flags, each also under its old name (in `egress_flags`).
+    #[command(flatten)]
+    egress: EgressFlags,
     /// kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster
     /// service account).
     #[arg(long)]
@@ -224,39 +179,19 @@ impl OperatorArgs {
             .filter(|s| !s.is_empty())
     }
 
-    /// The networks channels may not connect to: both names' lists together, or the
-    /// default list when neither is given.
+    /// The networks channels may not connect to.
     pub fn deny_cidrs(&self) -> Vec<Cidr> {
-        let given: Vec<Cidr> = self
-            .egress_deny_cidrs
-            .iter()
-            .chain(&self.json_deny_cidrs)
-            .copied()
-            .collect();
-        if given.is_empty() {
-            egress::default_deny()
-        } else {
-            given
-        }
+        self.egress.deny_cidrs()
     }
 
-    /// The exceptions to [`Self::deny_cidrs`], from both names.
+    /// The exceptions to [`Self::deny_cidrs`].
     pub fn allow_cidrs(&self) -> Vec<Cidr> {
-        self.egress_allow_cidrs
-            .iter()
-            .chain(&self.json_allow_cidrs)
-            .copied()
-            .collect()
+        self.egress.allow_cidrs()
     }
 
     /// The egress policy of json and oci channels these flags set.
     pub fn egress_policy(&self) -> egress::Policy {
-        let policy = egress::Policy::new(self.deny_cidrs(), self.allow_cidrs());
-        if self.egress_deny_private_ranges || self.json_deny_private_ranges {
-            policy.deny_private_ranges()
-        } else {
-            policy
-        }
+        self.egress.policy()
     }
 
     /// The leader Lease's name: `--leader-election-lease`, and for a shard a suffix derived

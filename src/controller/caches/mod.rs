@@ -156,12 +156,7 @@ pub fn pod_fingerprint(pod: &Pod) -> u64 {
     pod.metadata.deletion_timestamp.is_some().hash(&mut h);
     if let Some(status) = &pod.status {
         status.phase.hash(&mut h);
-        let all = status
-            .init_container_statuses
-            .iter()
-            .flatten()
-            .chain(status.container_statuses.iter().flatten());
-        for c in all {
+        for c in crate::syncer::pod::container_statuses(status) {
             c.name.hash(&mut h);
             if let Some(state) = &c.state {
                 state.running.is_some().hash(&mut h);

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use http::{Request, Response};
-use kube::client::Body;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
 
@@ -20,52 +18,33 @@ struct Fake {
 }
 
 fn reviewer(verdicts: Verdicts) -> (Arc<Reviewer>, Fake) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let requests = Arc::new(AtomicUsize::new(0));
     let hanging = Arc::new(AtomicUsize::new(0));
     let fake = Fake {
         requests: requests.clone(),
         hanging: hanging.clone(),
     };
-    tokio::spawn(async move {
-        let mut handle = std::pin::pin!(handle);
-        let mut held = Vec::new();
-        while let Some((request, send)) = handle.next_request().await {
-            requests.fetch_add(1, Ordering::SeqCst);
-            let path = request.uri().path().to_string();
-            let bytes = request
-                .into_body()
-                .collect_bytes()
-                .await
-                .unwrap_or_default();
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            let answer = if path.ends_with("/tokenreviews") {
-                let token = body["spec"]["token"].as_str().unwrap_or_default();
-                if token.starts_with("hang") {
-                    hanging.fetch_add(1, Ordering::SeqCst);
-                    held.push(send);
-                    continue;
-                }
-                let status = if token == "good" {
-                    json!({"authenticated": true, "user": {"username": "prometheus"}})
-                } else {
-                    json!({"authenticated": false})
-                };
-                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                       "metadata": {}, "spec": body["spec"], "status": status})
+    let client = crate::client::fake_api::client("default", move |head, body| {
+        requests.fetch_add(1, Ordering::SeqCst);
+        let answer = if head.uri.path().ends_with("/tokenreviews") {
+            let token = body["spec"]["token"].as_str().unwrap_or_default();
+            if token.starts_with("hang") {
+                hanging.fetch_add(1, Ordering::SeqCst);
+                return None;
+            }
+            let status = if token == "good" {
+                json!({"authenticated": true, "user": {"username": "prometheus"}})
             } else {
-                json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                       "metadata": {}, "spec": body["spec"], "status": {"allowed": true}})
+                json!({"authenticated": false})
             };
-            let response = Response::builder()
-                .status(201)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&answer).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                   "metadata": {}, "spec": body["spec"], "status": status})
+        } else {
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                   "metadata": {}, "spec": body["spec"], "status": {"allowed": true}})
+        };
+        Some((201, answer))
     });
-    let client = Client::new(service, "default");
     (Arc::new(Reviewer::with_verdicts(client, verdicts)), fake)
 }
 

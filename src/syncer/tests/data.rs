@@ -24,12 +24,9 @@ fn invalid_data_fails_the_sync_and_touches_no_version() {
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");
-    assert!(
-        r.message.starts_with(
-            "invalid channel data: line 1, column 30: not valid JSON, the data ends too early"
-        ),
-        "{}",
-        r.message
+    assert_message_starts(
+        r,
+        "invalid channel data: line 1, column 30: not valid JSON, the data ends too early",
     );
 }
 
@@ -48,12 +45,9 @@ fn a_conflicting_version_fails_the_sync_before_any_write() {
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log, std::slice::from_ref(&foreign), t(3));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
-    assert!(
-        ready(&d)
-            .message
-            .contains("version \"bar\" already exists and is not controlled by any channel"),
-        "{}",
-        ready(&d).message
+    assert_message_has(
+        ready(&d),
+        "version \"bar\" already exists and is not controlled by any channel",
     );
 }
 
@@ -77,11 +71,9 @@ fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event()
     assert_eq!(foo.spec.type_, "iso", "the last entry wins");
     let r = ready(&d);
     assert_status_reason(r, "True", "Synchronized");
-    assert!(
-        r.message
-            .ends_with("duplicate names in the channel data, the last entry of each was used: foo"),
-        "{}",
-        r.message
+    assert_message_ends(
+        r,
+        "duplicate names in the channel data, the last entry of each was used: foo",
     );
     let warning = d
         .events
@@ -111,12 +103,9 @@ fn more_versions_than_a_channel_may_list_fail_the_sync() {
         &settings,
     );
     assert_eq!(descriptions(&d), ["delete pod chan"]);
-    assert!(
-        ready(&d)
-            .message
-            .starts_with("the channel data lists 2 entries, more than the 1 a channel may list (--max-versions-per-channel)"),
-        "{}",
-        ready(&d).message
+    assert_message_starts(
+        ready(&d),
+        "the channel data lists 2 entries, more than the 1 a channel may list (--max-versions-per-channel)",
     );
 }
 
@@ -153,11 +142,7 @@ fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_write
         "the sync would write {written} bytes of versions, more than the {} one sync may write (--max-sync-write-bytes); nothing was changed",
         written - 1
     );
-    assert!(
-        ready(&d).message.starts_with(&want),
-        "{}",
-        ready(&d).message
-    );
+    assert_message_starts(ready(&d), &want);
 }
 
 #[test]

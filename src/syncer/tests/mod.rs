@@ -141,18 +141,7 @@ pub(crate) fn t(secs: i64) -> Timestamp {
 }
 
 pub(crate) fn obs<'a>(ch: &'a ManagedOSVersionChannel, now: Timestamp) -> Observation<'a> {
-    Observation {
-        channel: ch,
-        pod: None,
-        display_log: None,
-        runner_log: None,
-        fetched: None,
-        versions: None,
-        pod_create_error: None,
-        error: None,
-        queued: false,
-        now,
-    }
+    Observation::new(ch, now)
 }
 
 pub(crate) fn framed(data: &str) -> Vec<u8> {
@@ -231,10 +220,22 @@ pub(crate) fn assert_status_reason(c: &Condition, status: &str, reason: &str) {
     assert_eq!((c.status.as_str(), c.reason.as_str()), (status, reason));
 }
 
-/// Asserts that the Ready message of `d` starts with `start`.
+/// Asserts that the message of `c` starts with `start`.
 #[track_caller]
-pub(crate) fn assert_message_starts(d: &Decision, start: &str) {
-    assert!(ready(d).message.starts_with(start), "{}", ready(d).message);
+pub(crate) fn assert_message_starts(c: &Condition, start: &str) {
+    assert!(c.message.starts_with(start), "{}", c.message);
+}
+
+/// Asserts that the message of `c` holds `part`.
+#[track_caller]
+pub(crate) fn assert_message_has(c: &Condition, part: &str) {
+    assert!(c.message.contains(part), "{}", c.message);
+}
+
+/// Asserts that the message of `c` ends with `end`.
+#[track_caller]
+pub(crate) fn assert_message_ends(c: &Condition, end: &str) {
+    assert!(c.message.ends_with(end), "{}", c.message);
 }
 
 /// The decision with only the pod observed.

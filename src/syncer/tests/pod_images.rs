@@ -25,7 +25,7 @@ fn an_error_of_the_display_container_is_reported_as_such() {
     let log = b"error: cannot read /output/data: permission denied; display runs as user 65532\n";
     let d = reading(&ch, &pod, log, &[], t(3));
     assert_message_starts(
-        &d,
+        ready(&d),
         "the display container exited with code 1: error: cannot read /output/data: permission denied",
     );
 }

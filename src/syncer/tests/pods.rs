@@ -193,7 +193,7 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
     let d = at_pod(&ch, &pod, t(30));
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert_message_starts(
-        &d,
+        ready(&d),
         "timed out after 30s: the syncer pod did not finish (runner: ErrImageNeverPull: image not present)",
     );
 }
@@ -217,7 +217,7 @@ fn output_above_the_cap_is_refused() {
         &small,
     );
     assert_message_starts(
-        &d,
+        ready(&d),
         "the channel data is 311 bytes, more than the operator's limit of 100 bytes",
     );
 }
@@ -265,11 +265,7 @@ fn a_foreign_pod_of_the_same_name_is_never_touched() {
     assert_eq!(d.effects, vec![]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToCreatePod");
-    assert!(
-        r.message.contains("is not controlled by this channel"),
-        "{}",
-        r.message
-    );
+    assert_message_has(r, "is not controlled by this channel");
     assert_eq!(d.requeue, Some(Duration::from_secs(10)));
 }
 
@@ -290,12 +286,7 @@ fn a_pod_that_cannot_be_created_is_reported() {
     assert_eq!(d.effects, vec![]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToCreatePod");
-    assert!(
-        r.message
-            .starts_with("creating syncer pod chan: forbidden (attempt 1"),
-        "{}",
-        r.message
-    );
+    assert_message_starts(r, "creating syncer pod chan: forbidden (attempt 1");
 }
 
 #[test]
@@ -324,7 +315,7 @@ fn complete_data_in_the_log_is_used_even_after_the_timeout() {
     // Incomplete data past the timeout is a timeout.
     let d = reading(&ch, &pod, &framed(SAMPLE)[..40], &[], t(3600));
     assert_message_starts(
-        &d,
+        ready(&d),
         "timed out after 5m: the syncer pod did not finish (the display log never held complete output)",
     );
 }

@@ -129,9 +129,5 @@ fn an_invalid_policy_is_an_invalid_configuration_naming_the_field() {
     let ch = json_channel(json!({"include": [">=one"]}), false);
     let d = decide(&obs(&ch, t(0)), &settings());
     assert_status_reason(ready(&d), "False", reason::INVALID_CONFIGURATION);
-    assert!(
-        ready(&d).message.contains("spec.versions.include[0]"),
-        "{}",
-        ready(&d).message
-    );
+    assert_message_has(ready(&d), "spec.versions.include[0]");
 }

@@ -43,7 +43,7 @@ fn invalid_configuration_is_reported_once_and_starts_no_pod() {
     assert_eq!(d.effects, vec![]);
     let r = ready(&d);
     assert_status_reason(r, "False", "InvalidConfiguration");
-    assert!(r.message.starts_with("spec.syncInterval"), "{}", r.message);
+    assert_message_starts(r, "spec.syncInterval");
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.requeue, None);
     let ch = with_status(&ch, &d);
@@ -157,11 +157,8 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
         if attempt < 4 {
             let r = reconciling.expect("Reconciling while retried");
             assert_status_reason(r, "True", "ProgressingWithRetry");
-            assert!(
-                r.message.starts_with("FailedToSync: ") && r.message.contains("retrying in"),
-                "{}",
-                r.message
-            );
+            assert_message_starts(r, "FailedToSync: ");
+            assert_message_has(r, "retrying in");
         } else {
             assert_eq!(reconciling, None, "attempt {attempt}");
         }
@@ -178,11 +175,7 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
     }
     let stalled = ch.status.as_ref().unwrap().condition(STALLED).unwrap();
     assert_eq!(stalled.reason, "FailedToSync");
-    assert!(
-        stalled.message.contains("4 failures in a row"),
-        "{}",
-        stalled.message
-    );
+    assert_message_has(stalled, "4 failures in a row");
     ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
     let pod = pod_in(&ch, t(now), ready_pod_status());
     let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(now + 2));
@@ -236,12 +229,7 @@ fn a_suspended_channel_is_paused_and_resumes_at_once() {
     assert!(!d.needs.any());
     let r = ready(&d);
     assert_status_reason(r, "True", "Suspended");
-    assert!(
-        r.message
-            .contains("the last outcome: Synchronized: synchronized 2 versions"),
-        "{}",
-        r.message
-    );
+    assert_message_has(r, "the last outcome: Synchronized: synchronized 2 versions");
     assert_eq!(d.status.as_ref().unwrap().next_sync_time, None);
     let paused = with_status(&paused, &d);
     // Days later, on demand: still nothing.

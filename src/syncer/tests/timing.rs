@@ -201,13 +201,7 @@ fn a_due_sync_without_a_free_slot_is_queued() {
     assert_eq!(d.effects, vec![]);
     let reconciling = condition(&d, RECONCILING).expect("Reconciling");
     assert_status_reason(reconciling, "True", "Synchronizing");
-    assert!(
-        reconciling
-            .message
-            .starts_with("queued: waiting for a free sync slot"),
-        "{}",
-        reconciling.message
-    );
+    assert_message_starts(reconciling, "queued: waiting for a free sync slot");
     // Woken when its turn comes; the look now and then costs no API request.
     assert_eq!(d.requeue, Some(Duration::from_secs(30)));
     // Queued again: nothing new to write.
@@ -240,12 +234,7 @@ fn a_refused_version_write_fails_the_sync() {
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");
-    assert!(
-        r.message
-            .starts_with("apply version foo: forbidden (attempt 1"),
-        "{}",
-        r.message
-    );
+    assert_message_starts(r, "apply version foo: forbidden (attempt 1");
 }
 
 #[test]

@@ -8,9 +8,7 @@ use super::*;
 use crate::api::{ManagedOSVersion, ManagedOSVersionSpec};
 use crate::controller::versions::writer::Writes;
 use crate::metrics::Metrics;
-use http::{Request, Response};
-use kube::client::Body;
-use kube::{Api, Client};
+use kube::Api;
 use serde_json::{Value, json};
 
 /// One request the writer sent.
@@ -34,44 +32,33 @@ impl Call {
 fn fake_api(
     answer: impl Fn(&Call) -> Option<(u16, Value)> + Send + 'static,
 ) -> (Api<ManagedOSVersion>, Arc<Mutex<Vec<Call>>>) {
-    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let record = calls.clone();
-    tokio::spawn(async move {
-        let mut handle = std::pin::pin!(handle);
-        while let Some((request, send)) = handle.next_request().await {
-            let uri = request.uri().clone();
-            let method = request.method().to_string();
-            let bytes = request
-                .into_body()
-                .collect_bytes()
-                .await
-                .unwrap_or_default();
-            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            // A create names the object in its body, every other request in its path.
-            let name = match body["metadata"]["name"].as_str() {
-                Some(n) if method == "POST" => n.to_string(),
-                _ => uri.path().rsplit('/').next().unwrap_or_default().into(),
-            };
-            let call = Call {
-                method,
-                name,
-                // Writes ask in the query, deletes in their body (DeleteOptions).
-                dry_run: uri.query().unwrap_or_default().contains("dryRun=All")
-                    || body["dryRun"] == json!(["All"]),
-                body,
-            };
-            record.lock().unwrap().push(call.clone());
-            let (code, body) = answer(&call).unwrap_or_else(|| (200, echo(&call)));
-            let response = Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                .unwrap();
-            send.send_response(response);
-        }
+    let client = crate::client::fake_api::client("ns", move |head, body| {
+        let method = head.method.to_string();
+        // A create names the object in its body, every other request in its path.
+        let name = match body["metadata"]["name"].as_str() {
+            Some(n) if method == "POST" => n.to_string(),
+            _ => head
+                .uri
+                .path()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .into(),
+        };
+        let call = Call {
+            method,
+            name,
+            // Writes ask in the query, deletes in their body (DeleteOptions).
+            dry_run: head.uri.query().unwrap_or_default().contains("dryRun=All")
+                || body["dryRun"] == json!(["All"]),
+            body: body.clone(),
+        };
+        record.lock().unwrap().push(call.clone());
+        Some(answer(&call).unwrap_or_else(|| (200, echo(&call))))
     });
-    (Api::namespaced(Client::new(service, "ns"), "ns"), calls)
+    (Api::namespaced(client, "ns"), calls)
 }
 
 /// The object written, as the API server would answer (a version of that name).
