@@ -176,12 +176,15 @@ mod tests {
         (0..n).map(|_| p.reserve(ns, now)).collect()
     }
 
+    /// The waits of the first `n` writes of a namespace, asked for at once.
+    fn first_waits(rates: Rates, n: usize) -> Vec<Duration> {
+        waits(&mut Pacer::new(rates), "a", n, Instant::now())
+    }
+
     #[test]
     fn a_burst_goes_at_once_then_the_rate_applies() {
-        let mut p = Pacer::new(rates(5, 3, 10));
-        let now = Instant::now();
         assert_eq!(
-            waits(&mut p, "a", 6, now),
+            first_waits(rates(5, 3, 10), 6),
             [ms(0), ms(0), ms(0), ms(100), ms(200), ms(300)]
         );
     }
@@ -189,18 +192,19 @@ mod tests {
     #[test]
     fn a_namespace_alone_uses_the_whole_total_rate() {
         // Its own rate is 100/s, the total 400/s: alone, nothing is left unused.
-        let mut p = Pacer::new(rates(100, 1, 400));
-        let now = Instant::now();
         assert_eq!(
-            waits(&mut p, "a", 3, now),
+            first_waits(rates(100, 1, 400), 3),
             [ms(0), ms(2) + ms(1) / 2, ms(5)]
         );
         assert_eq!(Rates::default().share(1), Some(DEFAULT_TOTAL_QPS));
         // With no total, a namespace alone is not paced; its own rate is its share.
         assert_eq!(rates(100, 1, 0).share(1), None);
         assert_eq!(rates(100, 1, 0).share(2), Some(100));
-        let mut p = Pacer::new(rates(100, 1, 0));
-        assert!(waits(&mut p, "a", 50, now).iter().all(Duration::is_zero));
+        assert!(
+            first_waits(rates(100, 1, 0), 50)
+                .iter()
+                .all(Duration::is_zero)
+        );
     }
 
     #[test]

@@ -215,18 +215,16 @@ mod tests {
 
     #[test]
     fn docker_hub_names_are_completed_as_runtimes_complete_them() {
-        assert_eq!(
-            parse("busybox").to_string(),
-            "docker.io/library/busybox:latest"
-        );
-        assert_eq!(
-            parse("busybox:1.36").to_string(),
-            "docker.io/library/busybox:1.36"
-        );
-        assert_eq!(
-            parse("rancher/elemental-channel:v1").to_string(),
-            "docker.io/rancher/elemental-channel:v1"
-        );
+        for (short, full) in [
+            ("busybox", "docker.io/library/busybox:latest"),
+            ("busybox:1.36", "docker.io/library/busybox:1.36"),
+            (
+                "rancher/elemental-channel:v1",
+                "docker.io/rancher/elemental-channel:v1",
+            ),
+        ] {
+            assert_eq!(parse(short).to_string(), full);
+        }
         assert_eq!(parse("index.docker.io/library/busybox"), parse("busybox"));
     }
 

@@ -103,6 +103,14 @@ pub fn list<S: AsRef<str>>(items: &[S], separator: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `cut(s, max)` is at most `max` bytes for every `max` below `end`.
+    fn assert_within_every_bound_below(end: usize, cut: fn(&str, usize) -> String, s: &str) {
+        for max in 0..end {
+            let c = cut(s, max);
+            assert!(c.len() <= max, "{max}: {c:?}");
+        }
+    }
+
     #[test]
     fn messages_lose_control_characters_and_stay_within_1024_bytes() {
         assert_eq!(
@@ -116,10 +124,7 @@ mod tests {
         assert!(long.ends_with("é…"), "{long}");
         assert_eq!(clean("abcdef", 6), "abcdef");
         assert_eq!(clean("abcdefg", 6), "abc…");
-        for max in 0..10 {
-            let c = clean("€€€€€", max);
-            assert!(c.len() <= max, "{max}: {c:?}");
-        }
+        assert_within_every_bound_below(10, clean, "€€€€€");
         // Exactly at the bound after replacements: kept whole.
         let at = "\u{1b}".repeat(MESSAGE_MAX / 3);
         assert_eq!(message(&at).chars().count(), MESSAGE_MAX / 3);
@@ -129,10 +134,7 @@ mod tests {
     fn head_keeps_whole_characters_within_the_bound() {
         assert_eq!(head("héllo wörld", 8), "héll...");
         assert_eq!(head("short", 10), "short");
-        for max in 0..12 {
-            let h = head("€€€€", max);
-            assert!(h.len() <= max, "{max}: {h:?}");
-        }
+        assert_within_every_bound_below(12, head, "€€€€");
         assert_eq!(head("€€€€", 2), "..");
         assert_eq!(head("€€€€", 6), "€...");
     }
@@ -141,10 +143,7 @@ mod tests {
     fn tail_keeps_the_end() {
         assert_eq!(tail("0123456789", 7), "...6789");
         assert_eq!(tail("ab", 7), "ab");
-        for max in 0..14 {
-            let t = tail("ééééé€", max);
-            assert!(t.len() <= max, "{max}: {t:?}");
-        }
+        assert_within_every_bound_below(14, tail, "ééééé€");
     }
 
     #[test]

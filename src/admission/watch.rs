@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    ValidatingWebhookConfiguration,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::runtime::reflector::{self, Store};
@@ -63,18 +63,14 @@ impl Admission {
                 Api::all(client.clone()),
                 w1,
                 |c: &mut ValidatingWebhookConfiguration| {
-                    for hook in c.webhooks.iter_mut().flatten() {
-                        hook.client_config.ca_bundle = None;
-                    }
+                    drop_ca_bundles(&mut c.webhooks, |w| &mut w.client_config)
                 },
             ));
             feeds.push(feed(
                 Api::all(client.clone()),
                 w2,
                 |c: &mut MutatingWebhookConfiguration| {
-                    for hook in c.webhooks.iter_mut().flatten() {
-                        hook.client_config.ca_bundle = None;
-                    }
+                    drop_ca_bundles(&mut c.webhooks, |w| &mut w.client_config)
                 },
             ));
             feeds.push(feed(Api::all(client.clone()), w3, |_: &mut _| {}));
@@ -173,6 +169,16 @@ where
         .wait_until_ready()
         .now_or_never()
         .is_some_and(|r| r.is_ok())
+}
+
+/// Webhooks' CA bundles decide nothing here and can be large: they are not kept.
+fn drop_ca_bundles<W>(
+    webhooks: &mut Option<Vec<W>>,
+    client_config: fn(&mut W) -> &mut WebhookClientConfig,
+) {
+    for webhook in webhooks.iter_mut().flatten() {
+        client_config(webhook).ca_bundle = None;
+    }
 }
 
 /// One watch filling `writer`, objects trimmed by `lean`; logs (debug) each object that

@@ -34,14 +34,10 @@ pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
     let mut pos = skip_ws(data, root.saturating_add(1));
     for (item, wanted) in by_item {
         while index < item {
-            let Some(end) = skip_value(data, pos) else {
+            let Some(next) = skip_value(data, pos).and_then(|end| after_comma(data, end)) else {
                 return out;
             };
-            pos = skip_ws(data, end);
-            if data.get(pos) != Some(&b',') {
-                return out;
-            }
-            pos = skip_ws(data, pos.saturating_add(1));
+            pos = next;
             index = index.saturating_add(1);
         }
         let tails: Vec<&[Segment]> = wanted.iter().map(|(_, tail)| *tail).collect();
@@ -56,17 +52,19 @@ pub fn offsets(data: &[u8], paths: &[&[Segment]]) -> Vec<usize> {
             }
         }
         // Go on from the end of this item rather than skip it again.
-        let Some(end) = end else {
+        let Some(next) = end.and_then(|end| after_comma(data, end)) else {
             return out;
         };
-        pos = skip_ws(data, end);
-        if data.get(pos) != Some(&b',') {
-            return out;
-        }
-        pos = skip_ws(data, pos.saturating_add(1));
+        pos = next;
         index = item.saturating_add(1);
     }
     out
+}
+
+/// Where the next item starts when a `,` follows the value that ends at `end`.
+fn after_comma(data: &[u8], end: usize) -> Option<usize> {
+    let pos = skip_ws(data, end);
+    (data.get(pos) == Some(&b',')).then(|| skip_ws(data, pos.saturating_add(1)))
 }
 
 /// Offsets of the values at the given paths (and their ancestors) inside the item that
@@ -97,18 +95,25 @@ fn walk<'p>(
     prefixes: &HashSet<&'p [Segment]>,
     found: &mut HashMap<&'p [Segment], usize>,
 ) -> Option<usize> {
-    let visit =
-        |path: &mut Vec<Segment>, value: usize, found: &mut HashMap<&'p [Segment], usize>| {
-            match prefixes.get(path.as_slice()) {
-                Some(p) => {
-                    // A later duplicate key replaces everything found under an earlier one.
-                    found.retain(|k, _| !(k.len() > p.len() && k.starts_with(p)));
-                    found.insert(*p, value);
-                    walk(data, value, path, prefixes, found)
-                }
-                None => skip_value(data, value),
+    // The value at `value`, the member `segment` of the one at `pos`: walked when it is on
+    // a wanted path, else skipped; the offset just past it.
+    let visit = |path: &mut Vec<Segment>,
+                 segment: Segment,
+                 value: usize,
+                 found: &mut HashMap<&'p [Segment], usize>| {
+        path.push(segment);
+        let end = match prefixes.get(path.as_slice()) {
+            Some(p) => {
+                // A later duplicate key replaces everything found under an earlier one.
+                found.retain(|k, _| !(k.len() > p.len() && k.starts_with(p)));
+                found.insert(*p, value);
+                walk(data, value, path, prefixes, found)
             }
+            None => skip_value(data, value),
         };
+        path.pop();
+        end
+    };
     match data.get(pos)? {
         b'{' => {
             let mut p = skip_ws(data, pos.saturating_add(1));
@@ -117,13 +122,8 @@ fn walk<'p>(
                 let key = read_key(data.get(p..key_end)?)?;
                 let colon = skip_ws(data, key_end);
                 let value = skip_ws(data, colon.saturating_add(1));
-                path.push(Segment::Key(key));
-                let end = visit(path, value, found);
-                path.pop();
-                p = skip_ws(data, end?);
-                if data.get(p) == Some(&b',') {
-                    p = skip_ws(data, p.saturating_add(1));
-                }
+                let end = visit(path, Segment::Key(key), value, found)?;
+                p = after_comma(data, end).unwrap_or_else(|| skip_ws(data, end));
             }
             (data.get(p) == Some(&b'}')).then_some(p.saturating_add(1))
         }
@@ -131,15 +131,12 @@ fn walk<'p>(
             let mut p = skip_ws(data, pos.saturating_add(1));
             let mut i = 0;
             while !matches!(data.get(p), None | Some(b']')) {
-                path.push(Segment::Index(i));
-                let end = visit(path, p, found);
-                path.pop();
-                p = skip_ws(data, end?);
-                if data.get(p) == Some(&b',') {
-                    p = skip_ws(data, p.saturating_add(1));
-                } else {
+                let end = visit(path, Segment::Index(i), p, found)?;
+                let Some(next) = after_comma(data, end) else {
+                    p = skip_ws(data, end);
                     break;
-                }
+                };
+                p = next;
                 i = i.saturating_add(1);
             }
             (data.get(p) == Some(&b']')).then_some(p.saturating_add(1))

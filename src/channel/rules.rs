@@ -243,6 +243,26 @@ impl Checker {
         }
     }
 
+    /// Takes the optional field `k` out of `spec`: `None` when it is missing or null, or
+    /// when `pick` gives it back as not `what` (an error at `path.k`).
+    fn optional<T>(
+        &mut self,
+        path: &[Segment],
+        spec: &mut Map<String, Value>,
+        k: &str,
+        what: &str,
+        pick: fn(Value) -> Result<T, Value>,
+    ) -> Option<T> {
+        let other = match pick(spec.remove(k).filter(|v| !v.is_null())?) {
+            Ok(value) => return Some(value),
+            Err(other) => other,
+        };
+        let mut p = path.to_vec();
+        p.push(key(k));
+        self.error(p, format!("must be {what}, found {}", kind_of(&other)));
+        None
+    }
+
     fn spec(
         &mut self,
         path: &[Segment],
@@ -259,20 +279,12 @@ impl Checker {
             }
         }
         let before = self.errors;
-        let optional_string =
-            |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k) {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s),
-                Some(other) => {
-                    this.error(
-                        at(k),
-                        format!("must be a string, found {}", kind_of(&other)),
-                    );
-                    None
-                }
-            };
-        let version = optional_string(self, "version", &mut spec);
-        let min_version = optional_string(self, "minVersion", &mut spec);
+        let string = |v: Value| match v {
+            Value::String(s) => Ok(s),
+            other => Err(other),
+        };
+        let version = self.optional(path, &mut spec, "version", "a string", string);
+        let min_version = self.optional(path, &mut spec, "minVersion", "a string", string);
         let type_ = match spec.remove("type") {
             Some(Value::String(t)) if t == "container" || t == "iso" => t,
             None => {
@@ -291,33 +303,27 @@ impl Checker {
                 String::new()
             }
         };
-        let object = |this: &mut Self, k: &str, spec: &mut Map<String, Value>| match spec.remove(k)
-        {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(other) => {
-                this.error(
-                    at(k),
-                    format!("must be an object, found {}", kind_of(&other)),
-                );
-                None
-            }
+        let object = |v: Value| match v {
+            Value::Object(m) => Ok(m),
+            other => Err(other),
         };
         let errors_before_metadata = self.errors;
-        let metadata = object(self, "metadata", &mut spec);
+        let metadata = self.optional(path, &mut spec, "metadata", "an object", object);
         // A metadata of the wrong type was reported already: no need to say what it lacks.
         let metadata_reported = self.errors > errors_before_metadata;
-        let upgrade_container = object(self, "upgradeContainer", &mut spec).and_then(|c| {
-            let typed = crate::schema::typed_upgrade_container(&c)
-                .map_err(|why| self.error(at("upgradeContainer"), why))
-                .ok()?;
-            if c.get(OLD_ENV).is_some_and(|v| !v.is_null()) {
-                let mut p = at("upgradeContainer");
-                p.push(key(OLD_ENV));
-                self.warn(p, OLD_ENV_NOTE.into());
-            }
-            Some(typed)
-        });
+        let upgrade_container = self
+            .optional(path, &mut spec, "upgradeContainer", "an object", object)
+            .and_then(|c| {
+                let typed = crate::schema::typed_upgrade_container(&c)
+                    .map_err(|why| self.error(at("upgradeContainer"), why))
+                    .ok()?;
+                if c.get(OLD_ENV).is_some_and(|v| !v.is_null()) {
+                    let mut p = at("upgradeContainer");
+                    p.push(key(OLD_ENV));
+                    self.warn(p, OLD_ENV_NOTE.into());
+                }
+                Some(typed)
+            });
         let required = match type_.as_str() {
             "container" => Some("upgradeImage"),
             "iso" => Some("uri"),

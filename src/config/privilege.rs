@@ -55,41 +55,36 @@ pub fn runner_privilege(sc: &SecurityContext) -> Option<(&'static str, String)> 
             ));
         }
     }
-    if sc.proc_mount.as_deref().is_some_and(|p| p != "Default") {
-        return Some((
+    // The rest refuse one setting each; the first that applies is the one reported.
+    [
+        (
+            sc.proc_mount.as_deref().is_some_and(|p| p != "Default"),
             "procMount",
-            "other than Default unmasks the node's /proc".into(),
-        ));
-    }
-    if sc
-        .seccomp_profile
-        .as_ref()
-        .is_some_and(|p| p.type_ == "Unconfined")
-    {
-        return Some((
+            "other than Default unmasks the node's /proc",
+        ),
+        (
+            sc.seccomp_profile
+                .as_ref()
+                .is_some_and(|p| p.type_ == "Unconfined"),
             "seccompProfile.type",
-            "Unconfined lifts the runner's system call filter".into(),
-        ));
-    }
-    if sc
-        .app_armor_profile
-        .as_ref()
-        .is_some_and(|p| p.type_ == "Unconfined")
-    {
-        return Some((
+            "Unconfined lifts the runner's system call filter",
+        ),
+        (
+            sc.app_armor_profile
+                .as_ref()
+                .is_some_and(|p| p.type_ == "Unconfined"),
             "appArmorProfile.type",
-            "Unconfined lifts the runner's AppArmor profile".into(),
-        ));
-    }
-    if sc
-        .windows_options
-        .as_ref()
-        .is_some_and(|w| w.host_process == Some(true))
-    {
-        return Some((
+            "Unconfined lifts the runner's AppArmor profile",
+        ),
+        (
+            sc.windows_options
+                .as_ref()
+                .is_some_and(|w| w.host_process == Some(true)),
             "windowsOptions.hostProcess",
-            "true runs the runner as a process of the node".into(),
-        ));
-    }
-    None
+            "true runs the runner as a process of the node",
+        ),
+    ]
+    .into_iter()
+    .find(|(refused, _, _)| *refused)
+    .map(|(_, field, why)| (field, why.into()))
 }
