@@ -58,6 +58,12 @@ fn plain(layer: &[u8], path: &str) -> Result<Found, LayerError> {
     look(layer, Compression::None, path, &mut bounds())
 }
 
+/// Asserts that the uncompressed `layer` holds `path`, of `data`.
+#[track_caller]
+fn assert_file(layer: &[u8], path: &str, data: &[u8]) {
+    assert_eq!(plain(layer, path), Ok(Found::File(data.to_vec())));
+}
+
 const DATA: &[u8] = b"[{\"metadata\":{\"name\":\"v1\"}}]";
 
 #[test]
@@ -80,10 +86,7 @@ fn the_file_is_found_in_every_compression() {
         );
     }
     let dotted = tar_of(&[("./etc/", None), ("./etc/channel.json", Some(DATA))]);
-    assert_eq!(
-        plain(&dotted, "/etc/channel.json"),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&dotted, "/etc/channel.json", DATA);
 }
 
 #[test]

@@ -4,8 +4,7 @@ use super::*;
 
 #[test]
 fn invalid_data_fails_the_sync_and_touches_no_version() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let log = framed("[{\"metadata\": {\"name\": \"foo\"},");
     let existing = [existing_version(
         &ch,
@@ -32,8 +31,7 @@ fn invalid_data_fails_the_sync_and_touches_no_version() {
 
 #[test]
 fn a_conflicting_version_fails_the_sync_before_any_write() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let mut foreign: ManagedOSVersion = serde_json::from_value(json!({
         "apiVersion": "rancheros.cattle.io/v1", "kind": "ManagedOSVersion",
         "metadata": {"name": "bar", "namespace": "ns"}, "spec": {"type": "iso"}
@@ -53,8 +51,7 @@ fn a_conflicting_version_fails_the_sync_before_any_write() {
 
 #[test]
 fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let data = r#"[
         {"metadata":{"name":"foo"},"spec":{"type":"container","version":"v1","metadata":{"upgradeImage":"a:v1"}}},
         {"metadata":{"name":"bar"},"spec":{"type":"container","version":"v2","metadata":{"upgradeImage":"a:v2"}}},
@@ -86,8 +83,7 @@ fn duplicate_names_use_the_last_entry_and_are_named_in_the_status_and_an_event()
 
 #[test]
 fn more_versions_than_a_channel_may_list_fail_the_sync() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let settings = Settings {
         max_versions_per_channel: 1,
         ..settings()
@@ -101,8 +97,7 @@ fn more_versions_than_a_channel_may_list_fail_the_sync() {
 
 #[test]
 fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let log = framed(SAMPLE);
     let run = |limit: usize| {
         let settings = Settings {
@@ -135,8 +130,7 @@ fn lists_in_messages_name_ten_and_count_the_rest() {
         })
         .collect();
     let data = format!("[{}]", items.join(","));
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let d = reading(&ch, &pod, &framed(&data), &[], t(5));
     let message = &ready(&d).message;
     assert!(message.ends_with("v9, and 20 more"), "{message}");

@@ -290,6 +290,20 @@ pub(crate) fn log_read<'a>(
     }
 }
 
+/// The sample channel, and its syncer pod made at t(0) with its output ready.
+pub(crate) fn sample_ready() -> (ManagedOSVersionChannel, Pod) {
+    let ch = sample_channel();
+    let pod = ready_pod(&ch, 0);
+    (ch, pod)
+}
+
+/// [`sample_ready`], the channel's status recording the sync started at t(0).
+pub(crate) fn started_ready() -> (ManagedOSVersionChannel, Pod) {
+    let ch = started(&sample_channel(), 0);
+    let pod = ready_pod(&ch, 0);
+    (ch, pod)
+}
+
 /// The syncer pod of `ch`'s sync started at `created`, its output ready.
 pub(crate) fn ready_pod(ch: &ManagedOSVersionChannel, created: i64) -> Pod {
     pod_in(ch, t(created), ready_pod_status())

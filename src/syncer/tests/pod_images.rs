@@ -20,8 +20,7 @@ fn a_pod_whose_image_admission_rewrote_is_not_replaced() {
 
 #[test]
 fn an_error_of_the_display_container_is_reported_as_such() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let log = b"error: cannot read /output/data: permission denied; display runs as user 65532\n";
     let d = reading(&ch, &pod, log, &[], t(3));
     assert_message_starts(

@@ -77,8 +77,7 @@ fn a_working_pod_is_left_alone_until_its_deadline() {
 
 #[test]
 fn ready_output_becomes_versions_and_the_pod_goes() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let first = at_pod(&ch, &pod, t(3));
     assert_eq!(
         first.needs,
@@ -113,8 +112,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
 
 #[test]
 fn a_still_incomplete_log_is_read_again_shortly() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log[..log.len() - 3], &[], t(3));
     assert_eq!(d.effects, vec![]);
@@ -197,8 +195,7 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
 
 #[test]
 fn output_above_the_cap_is_refused() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let log = framed(SAMPLE);
     let small = Settings {
         max_output_bytes: 100,
@@ -213,8 +210,7 @@ fn output_above_the_cap_is_refused() {
 
 #[test]
 fn pods_from_another_operator_image_or_generation_are_replaced() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = sample_ready();
     let other = Settings {
         operator_image: "rancheros-operator:v2".into(),
         ..settings()
@@ -237,8 +233,7 @@ fn pods_from_another_operator_image_or_generation_are_replaced() {
 
 #[test]
 fn a_terminating_pod_delays_the_next_sync() {
-    let ch = sample_channel();
-    let mut pod = ready_pod(&ch, 0);
+    let (ch, mut pod) = sample_ready();
     pod.metadata.deletion_timestamp = Some(Time(t(1)));
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.effects, vec![]);
@@ -247,8 +242,7 @@ fn a_terminating_pod_delays_the_next_sync() {
 
 #[test]
 fn a_foreign_pod_of_the_same_name_is_never_touched() {
-    let ch = sample_channel();
-    let mut pod = ready_pod(&ch, 0);
+    let (ch, mut pod) = sample_ready();
     pod.metadata.owner_references = None;
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.effects, vec![]);
@@ -289,8 +283,7 @@ fn tails_are_short_and_on_one_line() {
 
 #[test]
 fn complete_data_in_the_log_is_used_even_after_the_timeout() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     // The operator was away for an hour; the data waited in the display log.
     let d = at_pod(&ch, &pod, t(3600));
     assert!(d.needs.display_log, "{d:?}");

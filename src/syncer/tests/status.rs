@@ -70,8 +70,7 @@ fn transition_time_moves_only_when_the_status_does() {
 
 /// A channel that synced once at t(0)..t(5), and its versions.
 fn synced_once() -> (ManagedOSVersionChannel, Vec<ManagedOSVersion>) {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
     assert_eq!(ready(&d).reason, "Synchronized");
     let ch = with_status(&ch, &d);

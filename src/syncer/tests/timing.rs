@@ -4,8 +4,7 @@ use super::*;
 
 #[test]
 fn the_next_sync_is_due_one_interval_after_the_last() {
-    let mut ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (mut ch, pod) = started_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log, &[], t(5));
     ch = with_status(&ch, &d);
@@ -20,8 +19,7 @@ fn the_next_sync_is_due_one_interval_after_the_last() {
 
 #[test]
 fn on_demand_annotation_and_spec_changes_sync_at_once() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
+    let (ch, pod) = started_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log, &[], t(5));
     let ch = with_status(&ch, &d);
@@ -111,19 +109,26 @@ fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
     assert_eq!(d.requeue, Some(Duration::from_secs(3600 - 2)));
 }
 
-#[test]
-fn an_api_error_is_a_failed_attempt_that_backs_off() {
-    let ch = started(&sample_channel(), 0);
-    let pod = ready_pod(&ch, 0);
-    let d = decide(
+/// The decision at `now` on `ch`'s syncer pod, once an API request failed with `message`.
+fn api_error_at(ch: &ManagedOSVersionChannel, pod: &Pod, message: &str, now: i64) -> Decision {
+    decide(
         &Observation {
-            pod: Some(&pod),
-            error: Some(&api_failure(
-                "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
-            )),
-            ..obs(&ch, t(3))
+            pod: Some(pod),
+            error: Some(&api_failure(message)),
+            ..obs(ch, t(now))
         },
         &settings(),
+    )
+}
+
+#[test]
+fn an_api_error_is_a_failed_attempt_that_backs_off() {
+    let (ch, pod) = started_ready();
+    let d = api_error_at(
+        &ch,
+        &pod,
+        "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
+        3,
     );
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(
@@ -212,16 +217,8 @@ fn a_due_sync_without_a_free_slot_is_queued() {
 
 #[test]
 fn a_refused_version_write_fails_the_sync() {
-    let ch = sample_channel();
-    let pod = ready_pod(&ch, 0);
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            error: Some(&api_failure("apply version foo: forbidden")),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let (ch, pod) = sample_ready();
+    let d = api_error_at(&ch, &pod, "apply version foo: forbidden", 3);
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");

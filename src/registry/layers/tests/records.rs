@@ -53,7 +53,7 @@ fn a_gnu_long_name_names_the_next_entry_less_its_nul() {
     let path = format!("/{long}");
     // As tar::Builder writes it (a `././@LongLink` record, NUL-terminated).
     let built = tar_of(&[(&long, Some(DATA))]);
-    assert_eq!(plain(&built, &path), Ok(Found::File(DATA.to_vec())));
+    assert_file(&built, &path, DATA);
     // By hand, with and without the NUL; the header's own name is a decoy.
     for name in [format!("{long}\0"), long.clone()] {
         let layer = layer_of(&[
@@ -77,10 +77,7 @@ fn a_gnu_long_name_names_the_next_entry_less_its_nul() {
         file("a", b""),
         file("channel.json", DATA),
     ]);
-    assert_eq!(
-        plain(&layer, "/channel.json"),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&layer, "/channel.json", DATA);
 }
 
 #[test]
@@ -90,10 +87,7 @@ fn a_pax_path_renames_the_next_entry_and_a_pax_size_resizes_it_as_the_tar_crate_
         sized(b'x', "PaxHeaders/decoy", &records),
         file("decoy", DATA),
     ]);
-    assert_eq!(
-        plain(&layer, "/etc/channel.json"),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&layer, "/etc/channel.json", DATA);
     assert_eq!(plain(&layer, "/decoy"), Ok(Found::Absent));
     // A GNU long name wins over a PAX path (tar::Entry::path_bytes, Go's reader alike);
     // a PAX linkpath is read and not used.
@@ -103,7 +97,7 @@ fn a_pax_path_renames_the_next_entry_and_a_pax_size_resizes_it_as_the_tar_crate_
         sized(b'x', "PaxHeaders/x", &records),
         file("decoy", DATA),
     ]);
-    assert_eq!(plain(&layer, "/long.json"), Ok(Found::File(DATA.to_vec())));
+    assert_file(&layer, "/long.json", DATA);
     assert_eq!(plain(&layer, "/pax.json"), Ok(Found::Absent));
     // `size` replaces the header's: the data is read at its size, and the next header
     // found after it, as tar::Archive finds it.
@@ -113,11 +107,8 @@ fn a_pax_path_renames_the_next_entry_and_a_pax_size_resizes_it_as_the_tar_crate_
         entry(b'0', "a", 0, DATA),
         file("channel.json", b"next"),
     ]);
-    assert_eq!(plain(&layer, "/a"), Ok(Found::File(DATA.to_vec())));
-    assert_eq!(
-        plain(&layer, "/channel.json"),
-        Ok(Found::File(b"next".to_vec()))
-    );
+    assert_file(&layer, "/a", DATA);
+    assert_file(&layer, "/channel.json", b"next");
     let mut archive = tar::Archive::new(&layer[..]);
     let names: Vec<String> = archive
         .entries()
@@ -134,10 +125,7 @@ fn a_pax_global_header_is_no_file_and_misplaced_records_are_corrupt() {
         sized(b'g', "channel.json", &records),
         file("channel.json", DATA),
     ]);
-    assert_eq!(
-        plain(&layer, "/channel.json"),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&layer, "/channel.json", DATA);
     for (layer, why) in [
         (
             layer_of(&[
