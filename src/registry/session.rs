@@ -192,7 +192,8 @@ impl<'a> Session<'a> {
         self.dispatch(request, self.timeout).await
     }
 
-    /// An IP literal is never resolved: the resolver cannot check it, this does.
+    /// Refuses a URL whose host is an IP literal the egress policy refuses (an IP literal
+    /// is never resolved: the resolver cannot check it, this does).
     fn check_literal(&self, url: &str) -> Result<(), PullError> {
         if let Ok(parsed) = reqwest::Url::parse(url) {
             fetch::check_literal(self.policy, &parsed)
