@@ -86,10 +86,18 @@ async fn start(limits: Limits, reserved_paths: &'static [&'static str]) -> Serve
     Server { addr, stop, task }
 }
 
-async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+/// A connection from `from` (a loopback address: all of 127/8 is loopback on Linux).
+pub(crate) async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
     socket.connect(addr).await.unwrap()
+}
+
+/// A connection from 127.0.0.1 that has sent `bytes`.
+async fn sent(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut stream = connect_from("127.0.0.1", addr).await;
+    stream.write_all(bytes).await.unwrap();
+    stream
 }
 
 /// A connection that has sent the start of a request head and never its end.
@@ -100,6 +108,16 @@ async fn slowloris(from: &str, addr: SocketAddr) -> TcpStream {
         .await
         .unwrap();
     stream
+}
+
+/// `n` slowloris connections from `from`, then a pause for the server to accept them all.
+async fn slowlorises(from: &str, addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(slowloris(from, addr).await);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    held
 }
 
 /// Everything the server sends until it closes the connection, or `None` if it is still
@@ -139,6 +157,11 @@ async fn request(from: &str, addr: SocketAddr, path: &str) -> (Option<u16>, Stri
     )
 }
 
+/// Asserts that the server still answers a probe (on a connection of its own).
+async fn assert_healthz_answers(addr: SocketAddr) {
+    assert_eq!(request("127.0.0.1", addr, "/healthz").await.0, Some(200));
+}
+
 #[tokio::test]
 async fn slowloris_connections_are_closed_at_the_header_read_timeout() {
     let server = start(quick(), &[]).await;
@@ -164,20 +187,13 @@ async fn slowloris_connections_are_closed_at_the_header_read_timeout() {
         assert_ne!(status_of(&answer), Some(200), "{answer:?}");
     }
     // The server is still there for a real request.
-    assert_eq!(
-        request("127.0.0.1", server.addr, "/healthz").await.0,
-        Some(200)
-    );
+    assert_healthz_answers(server.addr).await;
 }
 
 #[tokio::test]
 async fn an_oversized_head_is_refused_with_431_and_closed() {
     let server = start(quick(), &[]).await;
-    let mut stream = connect_from("127.0.0.1", server.addr).await;
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
-        .await
-        .unwrap();
+    let stream = sent(server.addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ").await;
     // 4 MiB of one header, sent while the server answers: it reads no more than its
     // buffer's worth, so the write stops on a reset or a full window.
     let (mut reader, mut writer) = stream.into_split();
@@ -202,10 +218,7 @@ async fn an_oversized_head_is_refused_with_431_and_closed() {
         String::from_utf8_lossy(&answer)
     );
     send.await.unwrap();
-    assert_eq!(
-        request("127.0.0.1", server.addr, "/healthz").await.0,
-        Some(200)
-    );
+    assert_healthz_answers(server.addr).await;
 }
 
 #[tokio::test]
@@ -216,12 +229,8 @@ async fn connections_over_the_cap_are_refused_at_once_and_healthz_answers_once_i
     };
     let cap = limits.max_connections;
     let server = start(limits, &[]).await;
-    let mut holders = Vec::new();
-    for _ in 0..cap {
-        holders.push(slowloris("127.0.0.1", server.addr).await);
-    }
-    // Let the server accept them all before the next one.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The server accepts them all before the next one.
+    let mut holders = slowlorises("127.0.0.1", server.addr, cap).await;
     let mut excess = connect_from("127.0.0.1", server.addr).await;
     let _ = excess
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -236,10 +245,7 @@ async fn connections_over_the_cap_are_refused_at_once_and_healthz_answers_once_i
     for holder in &mut holders {
         assert!(closed_within(holder, PATIENCE).await.is_some());
     }
-    assert_eq!(
-        request("127.0.0.1", server.addr, "/healthz").await.0,
-        Some(200)
-    );
+    assert_healthz_answers(server.addr).await;
 }
 
 #[tokio::test]
@@ -254,16 +260,9 @@ async fn the_probes_keep_a_reserve_that_one_peer_cannot_fill() {
         ..quick()
     };
     let server = start(limits, PROBES).await;
-    let mut held = Vec::new();
-    for _ in 0..4 {
-        held.push(slowloris("127.0.0.1", server.addr).await);
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut held = slowlorises("127.0.0.1", server.addr, 4).await;
     // A second peer takes its share of the reserve, and no more.
-    for _ in 0..2 {
-        held.push(slowloris("127.0.0.2", server.addr).await);
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    held.extend(slowlorises("127.0.0.2", server.addr, 2).await);
     let (status, answer) = request("127.0.0.2", server.addr, "/healthz").await;
     assert_eq!(status, None, "refused: {answer}");
     // The kubelet's address still has its share: the probe is answered, one request a
@@ -284,11 +283,7 @@ async fn one_peer_holds_at_most_its_share_and_another_peer_is_served() {
     };
     let share = limits.max_connections_per_peer;
     let server = start(limits, &[]).await;
-    let mut held = Vec::new();
-    for _ in 0..share {
-        held.push(slowloris("127.0.0.2", server.addr).await);
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let held = slowlorises("127.0.0.2", server.addr, share).await;
     // Past its share the peer is refused (closed without an answer), though the cap of 8
     // is not full; the connections it holds stay open.
     let (status, answer) = request("127.0.0.2", server.addr, "/healthz").await;
@@ -302,11 +297,7 @@ async fn one_peer_holds_at_most_its_share_and_another_peer_is_served() {
 #[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed() {
     let server = start(quick(), &[]).await;
-    let mut stream = connect_from("127.0.0.1", server.addr).await;
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = sent(server.addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
     let mut answer = Vec::new();
     let mut buf = [0u8; 1024];
     while !answer.ends_with(b"ok\n") {
@@ -364,11 +355,7 @@ pub(crate) async fn drip(mut stream: TcpStream, head: &[u8], byte: u8) -> Vec<u8
 #[tokio::test]
 async fn a_peer_that_never_reads_its_answer_is_closed() {
     let server = start(quick(), &[]).await;
-    let mut stream = connect_from("127.0.0.1", server.addr).await;
-    stream
-        .write_all(b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = sent(server.addr, b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n").await;
     // Not reading: the endless answer fills the socket buffers and the server's writes
     // wait, until the write-stall timeout closes the connection.
     tokio::time::sleep(Duration::from_secs(1)).await;

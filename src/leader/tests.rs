@@ -10,6 +10,20 @@ fn config() -> LeaseConfig {
     LeaseConfig::new("lease".into(), "me".into())
 }
 
+/// A clock's start, and a standing that has seen no Lease yet.
+fn start() -> (Instant, Standing) {
+    (Instant::now(), Standing::default())
+}
+
+/// Asserts that `lease`, first seen (or seen changed) at `seen`, expires a whole
+/// `duration` later, and not a moment sooner.
+#[track_caller]
+fn assert_waited_out(s: &mut Standing, lease: &LeaseSpec, seen: Instant, duration: Duration) {
+    assert!(!s.expired(lease, seen));
+    assert!(!s.expired(lease, seen + duration - SECOND));
+    assert!(s.expired(lease, seen + duration));
+}
+
 fn spec(holder: &str, renewed_at: i64) -> LeaseSpec {
     LeaseSpec {
         holder_identity: Some(holder.into()),
@@ -21,8 +35,7 @@ fn spec(holder: &str, renewed_at: i64) -> LeaseSpec {
 
 #[test]
 fn a_holder_acts_until_its_lease_less_the_margin_then_steps_down() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     assert!(!s.leading());
     assert!(s.held(t0, &config()), "the first hold makes it leader");
     assert!(s.leading());
@@ -37,8 +50,7 @@ fn a_holder_acts_until_its_lease_less_the_margin_then_steps_down() {
 
 #[test]
 fn a_renewal_moves_the_deadline_and_is_not_a_new_leadership() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     s.held(t0, &config());
     assert!(!s.held(t0 + 3 * SECOND, &config()), "already leading");
     // The old deadline passed; the renewed one (3 s + 12 s) holds.
@@ -48,8 +60,7 @@ fn a_renewal_moves_the_deadline_and_is_not_a_new_leadership() {
 
 #[test]
 fn the_next_round_is_the_renewal_or_sooner_the_deadline() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     assert_eq!(s.next_round(t0, 3 * SECOND), t0 + 3 * SECOND);
     let tight = LeaseConfig {
         duration: 4 * SECOND,
@@ -64,8 +75,7 @@ fn the_next_round_is_the_renewal_or_sooner_the_deadline() {
 
 #[test]
 fn another_holder_ends_leadership_once() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     assert!(!s.lost(), "never led");
     s.held(t0, &config());
     assert!(s.lost());
@@ -76,8 +86,7 @@ fn another_holder_ends_leadership_once() {
 
 #[test]
 fn a_margin_past_the_duration_means_no_time_to_act() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     let odd = LeaseConfig {
         margin: 20 * SECOND,
         ..config()
@@ -88,33 +97,24 @@ fn a_margin_past_the_duration_means_no_time_to_act() {
 
 #[test]
 fn another_lease_expires_after_a_whole_duration_unchanged_on_our_clock() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     // First sight: never expired, whatever its renew time says (clocks are not compared).
-    assert!(!s.expired(&spec("other", 0), t0));
-    assert!(!s.expired(&spec("other", 0), t0 + 14 * SECOND));
-    assert!(s.expired(&spec("other", 0), t0 + 15 * SECOND));
+    assert_waited_out(&mut s, &spec("other", 0), t0, 15 * SECOND);
 }
 
 #[test]
 fn a_renewal_or_a_new_holder_starts_the_wait_again() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     assert!(!s.expired(&spec("other", 0), t0));
     // Renewed: seen anew at 10 s, so not expired at 15 s.
-    assert!(!s.expired(&spec("other", 5), t0 + 10 * SECOND));
-    assert!(!s.expired(&spec("other", 5), t0 + 24 * SECOND));
-    assert!(s.expired(&spec("other", 5), t0 + 25 * SECOND));
+    assert_waited_out(&mut s, &spec("other", 5), t0 + 10 * SECOND, 15 * SECOND);
     // Another holder with the same renew time: a new Lease to wait out.
-    assert!(!s.expired(&spec("third", 5), t0 + 26 * SECOND));
-    assert!(!s.expired(&spec("third", 5), t0 + 40 * SECOND));
-    assert!(s.expired(&spec("third", 5), t0 + 41 * SECOND));
+    assert_waited_out(&mut s, &spec("third", 5), t0 + 26 * SECOND, 15 * SECOND);
 }
 
 #[test]
 fn taking_the_lease_forgets_what_was_seen_of_the_last_holder() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     s.expired(&spec("other", 0), t0);
     s.held(t0 + 15 * SECOND, &config());
     s.lost();
@@ -124,13 +124,10 @@ fn taking_the_lease_forgets_what_was_seen_of_the_last_holder() {
 
 #[test]
 fn a_lease_of_its_own_duration_is_waited_out_by_it() {
-    let t0 = Instant::now();
-    let mut s = Standing::default();
+    let (t0, mut s) = start();
     let long = LeaseSpec {
         lease_duration_seconds: Some(60),
         ..spec("other", 0)
     };
-    assert!(!s.expired(&long, t0));
-    assert!(!s.expired(&long, t0 + 59 * SECOND));
-    assert!(s.expired(&long, t0 + 60 * SECOND));
+    assert_waited_out(&mut s, &long, t0, 60 * SECOND);
 }

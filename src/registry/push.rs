@@ -31,24 +31,34 @@ pub async fn manifest_digest(
     session: &mut Session<'_>,
     reference: &str,
 ) -> Result<Option<String>, PullError> {
-    let url = session.url("manifests", reference);
-    let response = session.send(Method::HEAD, &url, Some(ACCEPT)).await?;
+    let what = |repo: String| format!("the manifest {repo}:{reference}");
+    let found = head(session, "manifests", reference, Some(ACCEPT), what).await?;
+    Ok(found.map(|response| {
+        response
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    }))
+}
+
+/// A `HEAD` of the `kind` (`manifests`, `blobs`) named `reference`: its answer, `None` when
+/// the repository has none (`404`); another failure is an error about `what` (given the
+/// repository).
+async fn head(
+    session: &mut Session<'_>,
+    kind: &str,
+    reference: &str,
+    accept: Option<&str>,
+    what: impl FnOnce(String) -> String,
+) -> Result<Option<reqwest::Response>, PullError> {
+    let url = session.url(kind, reference);
+    let response = session.send(Method::HEAD, &url, accept).await?;
     match response.status() {
         StatusCode::NOT_FOUND => Ok(None),
-        s if s.is_success() => Ok(Some(
-            response
-                .headers()
-                .get("docker-content-digest")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string(),
-        )),
-        s => Err(status_error(
-            s,
-            format!("the manifest {}:{reference}", session.repo()),
-            session.repo(),
-            None,
-        )),
+        s if s.is_success() => Ok(Some(response)),
+        s => Err(status_error(s, what(session.repo()), session.repo(), None)),
     }
 }
 
@@ -74,18 +84,8 @@ pub async fn referrers(
 
 /// Whether the repository has the blob.
 pub async fn has_blob(session: &mut Session<'_>, digest: &str) -> Result<bool, PullError> {
-    let url = session.url("blobs", digest);
-    let response = session.send(Method::HEAD, &url, None).await?;
-    match response.status() {
-        StatusCode::NOT_FOUND => Ok(false),
-        s if s.is_success() => Ok(true),
-        s => Err(status_error(
-            s,
-            format!("blob {digest} of {}", session.repo()),
-            session.repo(),
-            None,
-        )),
-    }
+    let what = |repo: String| format!("blob {digest} of {repo}");
+    Ok(head(session, "blobs", digest, None, what).await?.is_some())
 }
 
 /// A blob's bytes as they arrive (each chunk due within the idle bound).

@@ -179,10 +179,7 @@ impl<'a> Session<'a> {
         len: u64,
         body: reqwest::Body,
     ) -> Result<reqwest::Response, PullError> {
-        if let Ok(parsed) = reqwest::Url::parse(url) {
-            fetch::check_literal(self.policy, &parsed)
-                .map_err(|r| PullError::Transport(r.to_string()))?;
-        }
+        self.check_literal(url)?;
         let mut request = self
             .http
             .put(url)
@@ -192,8 +189,27 @@ impl<'a> Session<'a> {
         if let Some(a) = &self.authorization {
             request = request.header(AUTHORIZATION, a);
         }
+        self.dispatch(request, self.timeout).await
+    }
+
+    /// Refuses a URL whose host is an IP literal the egress policy refuses (an IP literal
+    /// is never resolved: the resolver cannot check it, this does).
+    fn check_literal(&self, url: &str) -> Result<(), PullError> {
+        if let Ok(parsed) = reqwest::Url::parse(url) {
+            fetch::check_literal(self.policy, &parsed)
+                .map_err(|r| PullError::Transport(r.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Sends `request` (one more of this session's), its answer due `within`.
+    async fn dispatch(
+        &mut self,
+        request: reqwest::RequestBuilder,
+        within: std::time::Duration,
+    ) -> Result<reqwest::Response, PullError> {
         self.requests = self.requests.saturating_add(1);
-        match tokio::time::timeout(self.timeout, request.send()).await {
+        match tokio::time::timeout(within, request.send()).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) => Err(PullError::Transport(describe(
                 &e,
@@ -212,11 +228,7 @@ impl<'a> Session<'a> {
         authorization: Option<String>,
         body: Option<Body<'_>>,
     ) -> Result<reqwest::Response, PullError> {
-        // An IP literal is never resolved: the resolver cannot check it, this does.
-        if let Ok(parsed) = reqwest::Url::parse(url) {
-            fetch::check_literal(self.policy, &parsed)
-                .map_err(|r| PullError::Transport(r.to_string()))?;
-        }
+        self.check_literal(url)?;
         let mut request = self.http.request(method, url);
         if let Some(a) = accept {
             request = request.header(ACCEPT, a);
@@ -229,21 +241,11 @@ impl<'a> Session<'a> {
                 .header(reqwest::header::CONTENT_TYPE, content_type)
                 .body(bytes);
         }
-        self.requests = self.requests.saturating_add(1);
-        match tokio::time::timeout(crate::budget::IDLE, request.send()).await {
-            Ok(Ok(response)) => {
-                self.private |= response
-                    .remote_addr()
-                    .is_some_and(|a| self.policy.withholds(a.ip()));
-                Ok(response)
-            }
-            Ok(Err(e)) => Err(PullError::Transport(describe(
-                &e,
-                &self.image.registry,
-                self.timeout,
-            ))),
-            Err(_) => Err(silent(&self.image.registry)),
-        }
+        let response = self.dispatch(request, crate::budget::IDLE).await?;
+        self.private |= response
+            .remote_addr()
+            .is_some_and(|a| self.policy.withholds(a.ip()));
+        Ok(response)
     }
 
     /// The token flow: the realm is asked (with the credentials, when there are some) for

@@ -5,32 +5,38 @@ use crate::api::SOURCE_VERIFIED;
 
 impl Decider<'_> {
     pub(super) fn json_sync(&self, config: &ChannelConfig, options: &JsonOptions) -> Decision {
-        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
-            return needs(Needs {
-                fetch: Some(options.clone()),
-                versions: true,
-                ..Default::default()
-            });
+        let fetch = || Needs {
+            fetch: Some(options.clone()),
+            ..Default::default()
         };
-        self.remote_sync(config, fetched, "the source answered: not modified")
+        self.remote_sync(config, fetch, "the source answered: not modified")
     }
 
     /// An oci channel: the data of the image's file (or artifact layer); an unchanged
     /// digest answers with the data read before, so drift is still repaired.
     pub(super) fn oci_sync(&self, config: &ChannelConfig, options: &OciOptions) -> Decision {
-        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
-            return needs(Needs {
-                pull: Some(options.clone()),
-                versions: true,
-                ..Default::default()
-            });
+        let pull = || Needs {
+            pull: Some(options.clone()),
+            ..Default::default()
         };
-        self.remote_sync(config, fetched, "the image's digest is unchanged")
+        self.remote_sync(config, pull, "the image's digest is unchanged")
     }
 
-    /// Applies the data of a fetch or pull; `unchanged` is said when the source confirmed
-    /// the data kept from before.
-    fn remote_sync(&self, config: &ChannelConfig, fetched: &Fetched, unchanged: &str) -> Decision {
+    /// Applies the data of a fetch or pull, once it and the versions are observed (until
+    /// then, needs them: `read`, the fetch or the pull); `unchanged` is said when the
+    /// source confirmed the data kept from before.
+    fn remote_sync(
+        &self,
+        config: &ChannelConfig,
+        read: impl FnOnce() -> Needs,
+        unchanged: &str,
+    ) -> Decision {
+        let (Some(fetched), Some(_)) = (self.obs.fetched, self.obs.versions) else {
+            return needs(Needs {
+                versions: true,
+                ..read()
+            });
+        };
         let verify = match &config.source {
             Source::Oci(o) => o.verify_secret.as_deref(),
             _ => None,

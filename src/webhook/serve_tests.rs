@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use kube::client::Body;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
+use crate::http_server::tests::connect_from;
 use crate::http_server::{self, Limits};
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -54,10 +55,30 @@ async fn start_with(name: &str, limits: Limits) -> (SocketAddr, Arc<Metrics>) {
 async fn answer_to(addr: SocketAddr, head: &str) -> String {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream.write_all(head.as_bytes()).await.unwrap();
+    read_answer(&mut stream).await
+}
+
+/// What the server sends until it closes the connection (which it must within [`PATIENCE`]).
+async fn read_answer(from: &mut (impl AsyncRead + Unpin)) -> String {
     let mut answer = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    let read = tokio::time::timeout(PATIENCE, from.read_to_end(&mut answer)).await;
     assert!(read.is_ok(), "answered and closed");
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Asserts that the metrics hold `line`.
+#[track_caller]
+fn assert_counted(metrics: &Metrics, line: &str) {
+    let text = metrics.encode();
+    assert!(text.contains(line), "{text}");
+}
+
+/// An authorised POST of `body` (an empty notification is accepted with `202`).
+fn authorised_post(body: &str) -> String {
+    format!(
+        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 #[tokio::test]
@@ -71,12 +92,9 @@ async fn a_token_less_post_declaring_100_mib_is_401_without_its_body_being_read(
         let answer = answer_to(addr, &head).await;
         assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     }
-    assert!(
-        metrics
-            .encode()
-            .contains("webhook_requests_total{result=\"unauthorized\"} 2"),
-        "{}",
-        metrics.encode()
+    assert_counted(
+        &metrics,
+        "webhook_requests_total{result=\"unauthorized\"} 2",
     );
 }
 
@@ -95,11 +113,7 @@ async fn an_authorised_body_that_drips_ends_at_the_request_timeout() {
 #[tokio::test]
 async fn an_authorised_body_is_read_and_one_over_1_mib_is_413() {
     let (addr, _) = start("read").await;
-    let body = r#"{"events": []}"#;
-    let head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let head = authorised_post(r#"{"events": []}"#);
     let answer = answer_to(addr, &head).await;
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
     assert!(answer.contains(r#"{"channels":0,"pushes":0}"#), "{answer}");
@@ -114,19 +128,9 @@ async fn an_authorised_body_is_read_and_one_over_1_mib_is_413() {
     let send = tokio::spawn(async move {
         let _ = writer.write_all(&vec![b' '; MAX_BODY + 1]).await;
     });
-    let mut answer = Vec::new();
-    let read = tokio::time::timeout(PATIENCE, reader.read_to_end(&mut answer)).await;
-    assert!(read.is_ok(), "answered and closed");
-    let answer = String::from_utf8_lossy(&answer);
+    let answer = read_answer(&mut reader).await;
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     send.abort();
-}
-
-/// A connection from `from` (a loopback address: all of 127/8 is loopback on Linux).
-async fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    socket.connect(addr).await.unwrap()
 }
 
 #[tokio::test]
@@ -154,11 +158,7 @@ async fn a_peer_with_300_idle_connections_leaves_a_registrys_pushes_served() {
         "a connection past the peer's share is refused"
     );
     // A registry sends several notifications at once, more than the reserve gives one peer.
-    let body = r#"{"events": []}"#;
-    let head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let head = authorised_post(r#"{"events": []}"#);
     let mut pushes = Vec::new();
     for _ in 0..4 {
         let mut stream = connect_from("127.0.0.3", addr).await;
@@ -167,18 +167,9 @@ async fn a_peer_with_300_idle_connections_leaves_a_registrys_pushes_served() {
         pushes.push(stream);
     }
     for mut stream in pushes {
-        let mut answer = Vec::new();
-        let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
-        assert!(read.is_ok(), "answered and closed");
-        let answer = String::from_utf8_lossy(&answer);
+        let answer = read_answer(&mut stream).await;
         assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
     }
-    assert!(
-        metrics
-            .encode()
-            .contains("webhook_requests_total{result=\"accepted\"} 4"),
-        "{}",
-        metrics.encode()
-    );
+    assert_counted(&metrics, "webhook_requests_total{result=\"accepted\"} 4");
     drop(idle);
 }

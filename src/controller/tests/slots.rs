@@ -7,12 +7,7 @@ use super::*;
 async fn namespaces_take_turns_for_the_free_slots() {
     // Four slots, two of them (half) namespace a's, two namespace c's.
     let mut h = Harness::slots(4);
-    let a: Vec<Key> = (0..5)
-        .map(|i| h.create("a", &format!("a{i}"), custom()))
-        .collect();
-    for k in &a {
-        h.ok(k).await;
-    }
+    let a = reconciled(&mut h, "a", "a", 5).await;
     for i in 0..2 {
         let c = h.create("c", &format!("c{i}"), custom());
         h.ok(&c).await;
@@ -39,6 +34,18 @@ async fn namespaces_take_turns_for_the_free_slots() {
     );
     h.ok(&b).await;
     assert!(h.has_pod(&b), "namespace b's channel did not get the slot");
+}
+
+/// `n` custom channels of `namespace` (`{prefix}0`...), created, then reconciled once
+/// each in that order.
+async fn reconciled(h: &mut Harness, namespace: &str, prefix: &str, n: usize) -> Vec<Key> {
+    let keys: Vec<Key> = (0..n)
+        .map(|i| h.create(namespace, &format!("{prefix}{i}"), custom()))
+        .collect();
+    for k in &keys {
+        h.ok(k).await;
+    }
+    keys
 }
 
 /// One slot: x syncs, y waits for it.
@@ -120,12 +127,7 @@ async fn forged_pods_of_stalled_channels_hold_no_slot() {
 #[tokio::test]
 async fn long_syncs_of_one_namespace_leave_another_namespace_a_slot() {
     let mut h = Harness::slots(2);
-    let a: Vec<Key> = (0..3)
-        .map(|i| h.create("a", &format!("sleeper{i}"), custom()))
-        .collect();
-    for k in &a {
-        h.ok(k).await;
-    }
+    let a = reconciled(&mut h, "a", "sleeper", 3).await;
     assert!(h.has_pod(&a[0]));
     assert!(a[1..].iter().all(|k| h.queued(k) && !h.has_pod(k)));
     let b = h.create("b", "prompt", custom());

@@ -53,6 +53,17 @@ fn look(blob: &[u8], c: Compression, path: &str, b: &mut Bounds) -> Result<Found
     search(blob, c, path, &sha(blob), blob.len() as u64, b)
 }
 
+/// An uncompressed layer searched for `path` within [`bounds`].
+fn plain(layer: &[u8], path: &str) -> Result<Found, LayerError> {
+    look(layer, Compression::None, path, &mut bounds())
+}
+
+/// Asserts that the uncompressed `layer` holds `path`, of `data`.
+#[track_caller]
+fn assert_file(layer: &[u8], path: &str, data: &[u8]) {
+    assert_eq!(plain(layer, path), Ok(Found::File(data.to_vec())));
+}
+
 const DATA: &[u8] = b"[{\"metadata\":{\"name\":\"v1\"}}]";
 
 #[test]
@@ -75,15 +86,7 @@ fn the_file_is_found_in_every_compression() {
         );
     }
     let dotted = tar_of(&[("./etc/", None), ("./etc/channel.json", Some(DATA))]);
-    assert_eq!(
-        look(
-            &dotted,
-            Compression::None,
-            "/etc/channel.json",
-            &mut bounds()
-        ),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&dotted, "/etc/channel.json", DATA);
 }
 
 #[test]
@@ -103,11 +106,7 @@ fn whiteouts_delete_the_file_or_its_directory_and_opaque_directories_hide_it() {
         (vec![("etc", Some(&b"x"[..]))], "/etc/channel.json"),
     ] {
         let layer = tar_of(&entries);
-        assert_eq!(
-            look(&layer, Compression::None, path, &mut bounds()),
-            Ok(Found::Gone),
-            "{entries:?}"
-        );
+        assert_eq!(plain(&layer, path), Ok(Found::Gone), "{entries:?}");
     }
     // Whiteouts of other names leave the file alone.
     for name in [
@@ -116,11 +115,7 @@ fn whiteouts_delete_the_file_or_its_directory_and_opaque_directories_hide_it() {
         "other/.wh..wh..opq",
     ] {
         let layer = tar_of(&[(name, Some(b""))]);
-        assert_eq!(
-            look(&layer, Compression::None, "/channel.json", &mut bounds()),
-            Ok(Found::Absent),
-            "{name}"
-        );
+        assert_eq!(plain(&layer, "/channel.json"), Ok(Found::Absent), "{name}");
     }
 }
 
@@ -204,7 +199,7 @@ fn a_link_at_the_path_is_refused() {
     b.append_link(&mut h, "channel.json", "/etc/passwd")
         .unwrap();
     let layer = b.into_inner().unwrap();
-    let e = look(&layer, Compression::None, "/channel.json", &mut bounds()).unwrap_err();
+    let e = plain(&layer, "/channel.json").unwrap_err();
     assert_eq!(
         e.to_string(),
         "/channel.json is not a regular file in the layer (a link or a directory)"
@@ -226,13 +221,23 @@ fn entry(kind: u8, name: &str, size: u64, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// An entry of `kind` whose header gives its data's size.
+fn sized(kind: u8, name: &str, data: &[u8]) -> Vec<u8> {
+    entry(kind, name, data.len() as u64, data)
+}
+
 fn file(name: &str, data: &[u8]) -> Vec<u8> {
-    entry(b'0', name, data.len() as u64, data)
+    sized(b'0', name, data)
 }
 
 fn end(mut layer: Vec<u8>) -> Vec<u8> {
     layer.extend_from_slice(&[0; 1024]);
     layer
+}
+
+/// A tar stream of these entries, ended.
+fn layer_of(entries: &[Vec<u8>]) -> Vec<u8> {
+    end(entries.concat())
 }
 
 // The tar extension records (GNU long names, PAX headers) and their caps.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::budget::Hold;
 use crate::config::{ImageRef, Platform};
 use crate::egress::Policy;
 
@@ -102,32 +103,79 @@ async fn dripping_registry_of(media_type: &'static str) -> Dripping {
     }
 }
 
-fn options(addr: SocketAddr, timeout: Duration) -> OciOptions {
-    OciOptions {
-        image: ImageRef::parse(&format!("{addr}/a:v1")).unwrap(),
-        path: "/channel.json".into(),
-        image_pull_secrets: Vec::new(),
-        ca_secret: None,
-        insecure: true,
-        platform: Platform::host(),
-        timeout,
-        verify_secret: None,
+/// A client, the options of the image `a:v1` at `addr` and nothing known: what every pull
+/// here shares.
+struct Puller {
+    client: Client,
+    options: OciOptions,
+    known: Validators,
+    access: Access,
+}
+
+impl Puller {
+    fn new(addr: SocketAddr, timeout: Duration) -> Puller {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Puller {
+            client: Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap(),
+            options: OciOptions {
+                image: ImageRef::parse(&format!("{addr}/a:v1")).unwrap(),
+                path: "/channel.json".into(),
+                image_pull_secrets: Vec::new(),
+                ca_secret: None,
+                insecure: true,
+                platform: Platform::host(),
+                timeout,
+                verify_secret: None,
+            },
+            known: Validators::default(),
+            access: Access::default(),
+        }
+    }
+
+    /// A pull of at most 1 MiB whose data takes room in `hold`.
+    async fn pull(&self, hold: &mut Hold) -> Response {
+        pull(
+            &self.client,
+            &self.options,
+            &self.access,
+            &self.known,
+            1 << 20,
+            hold,
+        )
+        .await
+    }
+
+    /// Asserts that a pull into `hold` reads `data`.
+    async fn assert_reads(&self, hold: &mut Hold, data: &[u8]) {
+        match self.pull(hold).await {
+            Response::Body { data: got, .. } => assert_eq!(got, data),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Asserts that a pull into `hold` fails for want of room in the data budget.
+    async fn assert_no_room(&self, hold: &mut Hold) {
+        match self.pull(hold).await {
+            Response::Failed(why) => {
+                assert!(why.contains("no room for more channel data"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `n` pulls at once, each with a hold of one 16 MiB budget.
+    async fn pull_at_once(&self, n: usize) -> Vec<Response> {
+        let budget = crate::budget::Budget::new(16 << 20, crate::budget::IDLE);
+        let mut holds: Vec<_> = (0..n).map(|_| budget.hold()).collect();
+        futures::future::join_all(holds.iter_mut().map(|hold| self.pull(hold))).await
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_pull_stops_reading_its_layer_and_closes_the_connection_at_once() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let registry = dripping_registry().await;
-    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
-    let options = options(registry.addr, Duration::from_millis(700));
-    let (known, access) = (Validators::default(), Access::default());
-    let budget = crate::budget::Budget::new(16 << 20, crate::budget::IDLE);
-    let mut holds: Vec<_> = (0..3).map(|_| budget.hold()).collect();
-    let pulls = holds
-        .iter_mut()
-        .map(|hold| pull(&client, &options, &access, &known, 1 << 20, hold));
-    for response in futures::future::join_all(pulls).await {
+    let puller = Puller::new(registry.addr, Duration::from_millis(700));
+    for response in puller.pull_at_once(3).await {
         match response {
             Response::Failed(why) => assert!(why.contains("timed out after"), "{why}"),
             other => panic!("not a timeout: {other:?}"),
@@ -186,21 +234,14 @@ async fn artifact_registry(data: &'static str) -> SocketAddr {
 
 #[tokio::test]
 async fn an_oci_pulls_data_takes_room_in_the_data_budget_json_fetches_share() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let data = r#"[{"metadata":{"name":"v1"},"spec":{"version":"v1"}}]"#;
-    let addr = artifact_registry(data).await;
-    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
-    let options = options(addr, Duration::from_secs(10));
-    let (known, access) = (Validators::default(), Access::default());
+    let puller = Puller::new(artifact_registry(data).await, Duration::from_secs(10));
     // A budget of 4 KiB whose reads give up after 300 ms without room.
     let budget = crate::budget::Budget::new(4 << 10, Duration::from_millis(300));
 
     // Room free: the data is read and held.
     let mut hold = budget.hold();
-    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
-        Response::Body { data: got, .. } => assert_eq!(got, data.as_bytes()),
-        other => panic!("{other:?}"),
-    }
+    puller.assert_reads(&mut hold, data.as_bytes()).await;
     assert_eq!(budget.free(), 3, "the pulled data holds 1 KiB of the 4");
     drop(hold);
 
@@ -209,26 +250,15 @@ async fn an_oci_pulls_data_takes_room_in_the_data_budget_json_fetches_share() {
     let mut other = budget.hold();
     other.grow(4 << 10).await.unwrap();
     let mut hold = budget.hold();
-    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
-        Response::Failed(why) => assert!(why.contains("no room for more channel data"), "{why}"),
-        other => panic!("{other:?}"),
-    }
+    puller.assert_no_room(&mut hold).await;
     drop(other);
     assert_eq!(budget.free(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zstd_layers_are_decoded_a_few_at_a_time_whatever_the_number_of_pulls() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let registry = dripping_registry_of("application/vnd.oci.image.layer.v1.tar+zstd").await;
-    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
-    let options = options(registry.addr, Duration::from_millis(1500));
-    let (known, access) = (Validators::default(), Access::default());
-    let budget = crate::budget::Budget::new(16 << 20, crate::budget::IDLE);
-    let mut holds: Vec<_> = (0..5).map(|_| budget.hold()).collect();
-    let pulls = holds
-        .iter_mut()
-        .map(|hold| pull(&client, &options, &access, &known, 1 << 20, hold));
+    let puller = Puller::new(registry.addr, Duration::from_millis(1500));
     let most = Arc::new(AtomicUsize::new(0));
     let (seen, open) = (most.clone(), registry.open_layers.clone());
     // Watched until just before the pulls time out (then a waiting pull may start as one
@@ -240,7 +270,7 @@ async fn zstd_layers_are_decoded_a_few_at_a_time_whatever_the_number_of_pulls() 
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
-    futures::future::join_all(pulls).await;
+    puller.pull_at_once(5).await;
     watch.await.unwrap();
     // Five pulls of a dripping layer: as many read at once as there are decoders.
     let most = most.load(Ordering::SeqCst);
@@ -249,28 +279,18 @@ async fn zstd_layers_are_decoded_a_few_at_a_time_whatever_the_number_of_pulls() 
 
 #[tokio::test]
 async fn a_layers_file_takes_room_in_the_data_budget_before_it_is_read() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let file = format!("[{}]", vec![r#"{"metadata":{"name":"v"}}"#; 100].join(","));
-    let addr = image_registry(&file).await;
-    let client = Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
-    let options = options(addr, Duration::from_secs(10));
-    let (known, access) = (Validators::default(), Access::default());
+    let puller = Puller::new(image_registry(&file).await, Duration::from_secs(10));
     let budget = crate::budget::Budget::new(4 << 10, Duration::from_millis(300));
     // 2 of the 4 KiB held elsewhere; the 2.6 KiB file (3 KiB of room) does not fit, and
     // is not read.
     let mut other = budget.hold();
     other.grow(2 << 10).await.unwrap();
     let mut hold = budget.hold();
-    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
-        Response::Failed(why) => assert!(why.contains("no room for more channel data"), "{why}"),
-        other => panic!("{other:?}"),
-    }
+    puller.assert_no_room(&mut hold).await;
     assert_eq!(budget.free(), 2, "the failed pull holds nothing");
     drop(other);
-    match pull(&client, &options, &access, &known, 1 << 20, &mut hold).await {
-        Response::Body { data, .. } => assert_eq!(data, file.as_bytes()),
-        other => panic!("{other:?}"),
-    }
+    puller.assert_reads(&mut hold, file.as_bytes()).await;
     assert_eq!(budget.free(), 1, "the file holds its 3 KiB");
 }
 

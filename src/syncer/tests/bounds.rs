@@ -149,8 +149,7 @@ fn a_privileged_runner_is_invalid_configuration_unless_allowed() {
 /// without the flag) stops: its pod is deleted.
 #[test]
 fn a_running_pod_of_a_spec_now_refused_is_deleted() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&sample_channel(), 0);
     let pod = pod_in(&ch, t(0), json!({"phase": "Pending"}));
     let mut ch = ch;
     ch.spec.options.as_mut().unwrap().insert(

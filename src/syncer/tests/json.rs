@@ -82,7 +82,7 @@ fn a_json_channel_fetches_instead_of_starting_a_pod() {
 #[test]
 fn a_json_channel_ignores_a_foreign_pod_of_its_name() {
     let ch = channel(json!({"type": "json", "options": {"uri": "http://127.0.0.1:1/c.json"}}));
-    let mut pod = pod_in(&sample_channel(), t(0), ready_pod_status());
+    let mut pod = ready_pod(&sample_channel(), 0);
     pod.metadata.owner_references = None;
     let d = at_pod(&ch, &pod, t(0));
     assert!(d.needs.fetch.is_some(), "{d:?}");

@@ -191,7 +191,7 @@ pub(crate) fn failed_run(
     ch: &ManagedOSVersionChannel,
     now: i64,
 ) -> (ManagedOSVersionChannel, Decision) {
-    let ch = with_status(ch, &decide(&obs(ch, t(now)), &settings()));
+    let ch = started(ch, now);
     let d = runner_failed(&ch, now, 1, "boom", now + 1);
     (ch, d)
 }
@@ -226,6 +226,14 @@ pub(crate) fn assert_message_starts(c: &Condition, start: &str) {
     assert!(c.message.starts_with(start), "{}", c.message);
 }
 
+/// Asserts that the sync failed: its pod goes, nothing else is written, and Ready's message
+/// starts with `start`.
+#[track_caller]
+pub(crate) fn assert_sync_failed(d: &Decision, start: &str) {
+    assert_eq!(descriptions(d), ["delete pod chan"]);
+    assert_message_starts(ready(d), start);
+}
+
 /// Asserts that the message of `c` holds `part`.
 #[track_caller]
 pub(crate) fn assert_message_has(c: &Condition, part: &str) {
@@ -257,15 +265,48 @@ pub(crate) fn reading(
     versions: &[ManagedOSVersion],
     now: Timestamp,
 ) -> Decision {
+    let versions = arcs(versions);
     decide(
         &Observation {
-            pod: Some(pod),
-            display_log: Some(log),
-            versions: Some(&arcs(versions)),
-            ..obs(ch, now)
+            versions: Some(&versions),
+            ..log_read(ch, pod, log, now)
         },
         &settings(),
     )
+}
+
+/// What is observed once the display log is read too, with no versions.
+pub(crate) fn log_read<'a>(
+    ch: &'a ManagedOSVersionChannel,
+    pod: &'a Pod,
+    log: &'a [u8],
+    now: Timestamp,
+) -> Observation<'a> {
+    Observation {
+        pod: Some(pod),
+        display_log: Some(log),
+        versions: Some(&[]),
+        ..obs(ch, now)
+    }
+}
+
+/// The sample channel, and its syncer pod made at t(0) with its output ready.
+pub(crate) fn sample_ready() -> (ManagedOSVersionChannel, Pod) {
+    let ch = sample_channel();
+    let pod = ready_pod(&ch, 0);
+    (ch, pod)
+}
+
+/// [`sample_ready`], the channel's status recording the sync started at t(0).
+pub(crate) fn started_ready() -> (ManagedOSVersionChannel, Pod) {
+    let ch = started(&sample_channel(), 0);
+    let pod = ready_pod(&ch, 0);
+    (ch, pod)
+}
+
+/// The syncer pod of `ch`'s sync started at `created`, its output ready.
+pub(crate) fn ready_pod(ch: &ManagedOSVersionChannel, created: i64) -> Pod {
+    pod_in(ch, t(created), ready_pod_status())
 }
 
 pub(crate) fn descriptions(d: &Decision) -> Vec<String> {
@@ -278,6 +319,19 @@ pub(crate) fn with_status(ch: &ManagedOSVersionChannel, d: &Decision) -> Managed
     if let Some(s) = &d.status {
         ch.status = Some(s.clone());
     }
+    ch
+}
+
+/// The channel once the decision at `at` started a sync (its status written).
+pub(crate) fn started(ch: &ManagedOSVersionChannel, at: i64) -> ManagedOSVersionChannel {
+    with_status(ch, &decide(&obs(ch, t(at)), &settings()))
+}
+
+/// The channel with an on-demand sync request (`value`) in its annotation.
+pub(crate) fn with_request(ch: &ManagedOSVersionChannel, value: &str) -> ManagedOSVersionChannel {
+    let mut ch = ch.clone();
+    ch.annotations_mut()
+        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), value.into());
     ch
 }
 

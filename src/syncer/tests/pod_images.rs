@@ -9,7 +9,7 @@ fn a_pod_whose_image_admission_rewrote_is_not_replaced() {
     // A mutating webhook pinned the display image to a digest.
     let spec = pod.spec.as_mut().unwrap();
     spec.containers[0].image = Some("mirror.local/rancheros-operator@sha256:abc".into());
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&ch, 0);
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.effects, vec![], "{d:?}");
     // A pod without the operator's record (an older operator's) is replaced.
@@ -20,8 +20,7 @@ fn a_pod_whose_image_admission_rewrote_is_not_replaced() {
 
 #[test]
 fn an_error_of_the_display_container_is_reported_as_such() {
-    let ch = sample_channel();
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = sample_ready();
     let log = b"error: cannot read /output/data: permission denied; display runs as user 65532\n";
     let d = reading(&ch, &pod, log, &[], t(3));
     assert_message_starts(
@@ -32,8 +31,7 @@ fn an_error_of_the_display_container_is_reported_as_such() {
 
 #[test]
 fn the_runner_image_digest_is_the_source_revision() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&sample_channel(), 0);
     let mut status = ready_pod_status();
     status["initContainerStatuses"][0]["imageID"] = json!("registry.local/os/channel@sha256:abc");
     let pod = pod_in(&ch, t(0), status);
@@ -85,15 +83,22 @@ fn the_operator_image_pull_secret_reaches_every_syncer_pod() {
     assert_eq!(names, ["channel-registry", "operator-registry"]);
 }
 
-#[test]
-fn a_runner_that_reads_a_secret_keeps_its_output_out_of_status_and_events() {
+/// A channel whose runner reads a Secret, its sync started at t(0), and its pod whose runner
+/// failed (exit 1).
+fn secret_reader_failed() -> (ManagedOSVersionChannel, Pod) {
     let ch = channel(json!({"type": "custom", "options": {"image": "runner:1",
         "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}}]}}));
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&ch, 0);
     let mut status = runner_failed_status(1);
     status["initContainerStatuses"][0]["state"]["terminated"]["finishedAt"] =
         json!("2023-11-14T22:13:22Z");
     let pod = pod_in(&ch, t(0), status);
+    (ch, pod)
+}
+
+#[test]
+fn a_runner_that_reads_a_secret_keeps_its_output_out_of_status_and_events() {
+    let (ch, pod) = secret_reader_failed();
     // The runner's log is not even read.
     let d = at_pod(&ch, &pod, t(3));
     assert!(!d.needs.runner_log, "{d:?}");
@@ -114,16 +119,9 @@ fn a_runner_that_reads_a_secret_keeps_its_output_out_of_status_and_events() {
 
 #[test]
 fn a_request_made_while_a_secret_reading_runner_ran_gets_its_own_sync() {
-    let ch = channel(json!({"type": "custom", "options": {"image": "runner:1",
-        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}}]}}));
-    let mut ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let mut status = runner_failed_status(1);
-    status["initContainerStatuses"][0]["state"]["terminated"]["finishedAt"] =
-        json!("2023-11-14T22:13:22Z");
-    let pod = pod_in(&ch, t(0), status);
+    let (ch, pod) = secret_reader_failed();
     // The request comes while the runner runs: the failure does not answer it...
-    ch.annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "during".into());
+    let ch = with_request(&ch, "during");
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(ready(&d).reason, "FailedToSync");
     assert_eq!(d.effects, vec![]);

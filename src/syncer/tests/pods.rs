@@ -68,7 +68,7 @@ fn a_new_channel_starts_a_sync_pod_of_the_exact_shape() {
 fn a_working_pod_is_left_alone_until_its_deadline() {
     let ch = sample_channel();
     let pod = pod_in(&ch, t(0), json!({"phase": "Pending"}));
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&ch, 0);
     let d = at_pod(&ch, &pod, t(100));
     assert_eq!(d.effects, vec![]);
     assert_eq!(d.status, None, "no status write when nothing changed");
@@ -77,9 +77,7 @@ fn a_working_pod_is_left_alone_until_its_deadline() {
 
 #[test]
 fn ready_output_becomes_versions_and_the_pod_goes() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = started_ready();
     let first = at_pod(&ch, &pod, t(3));
     assert_eq!(
         first.needs,
@@ -114,8 +112,7 @@ fn ready_output_becomes_versions_and_the_pod_goes() {
 
 #[test]
 fn a_still_incomplete_log_is_read_again_shortly() {
-    let ch = sample_channel();
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = sample_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log[..log.len() - 3], &[], t(3));
     assert_eq!(d.effects, vec![]);
@@ -148,8 +145,7 @@ fn a_display_container_that_stopped_with_partial_output_fails_the_sync() {
 
 #[test]
 fn a_failing_runner_fails_the_sync_with_exit_code_and_output_tail() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&sample_channel(), 0);
     let pod = pod_in(&ch, t(0), runner_failed_status(3));
     let d = at_pod(&ch, &pod, t(4));
     assert!(d.needs.runner_log);
@@ -191,31 +187,21 @@ fn a_pod_past_its_timeout_fails_the_sync_with_where_it_was_stuck() {
         (0, Some(Duration::from_secs(1)))
     );
     let d = at_pod(&ch, &pod, t(30));
-    assert_eq!(descriptions(&d), ["delete pod chan"]);
-    assert_message_starts(
-        ready(&d),
+    assert_sync_failed(
+        &d,
         "timed out after 30s: the syncer pod did not finish (runner: ErrImageNeverPull: image not present)",
     );
 }
 
 #[test]
 fn output_above_the_cap_is_refused() {
-    let ch = sample_channel();
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = sample_ready();
     let log = framed(SAMPLE);
     let small = Settings {
         max_output_bytes: 100,
         ..settings()
     };
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            display_log: Some(&log[..150]),
-            versions: Some(&[]),
-            ..obs(&ch, t(3))
-        },
-        &small,
-    );
+    let d = decide(&log_read(&ch, &pod, &log[..150], t(3)), &small);
     assert_message_starts(
         ready(&d),
         "the channel data is 311 bytes, more than the operator's limit of 100 bytes",
@@ -224,8 +210,7 @@ fn output_above_the_cap_is_refused() {
 
 #[test]
 fn pods_from_another_operator_image_or_generation_are_replaced() {
-    let ch = sample_channel();
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = sample_ready();
     let other = Settings {
         operator_image: "rancheros-operator:v2".into(),
         ..settings()
@@ -248,8 +233,7 @@ fn pods_from_another_operator_image_or_generation_are_replaced() {
 
 #[test]
 fn a_terminating_pod_delays_the_next_sync() {
-    let ch = sample_channel();
-    let mut pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, mut pod) = sample_ready();
     pod.metadata.deletion_timestamp = Some(Time(t(1)));
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.effects, vec![]);
@@ -258,8 +242,7 @@ fn a_terminating_pod_delays_the_next_sync() {
 
 #[test]
 fn a_foreign_pod_of_the_same_name_is_never_touched() {
-    let ch = sample_channel();
-    let mut pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, mut pod) = sample_ready();
     pod.metadata.owner_references = None;
     let d = at_pod(&ch, &pod, t(3));
     assert_eq!(d.effects, vec![]);
@@ -300,9 +283,7 @@ fn tails_are_short_and_on_one_line() {
 
 #[test]
 fn complete_data_in_the_log_is_used_even_after_the_timeout() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = started_ready();
     // The operator was away for an hour; the data waited in the display log.
     let d = at_pod(&ch, &pod, t(3600));
     assert!(d.needs.display_log, "{d:?}");
@@ -322,18 +303,14 @@ fn complete_data_in_the_log_is_used_even_after_the_timeout() {
 
 #[test]
 fn a_pod_the_operator_did_not_record_is_never_read_and_goes() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
+    let ch = started(&sample_channel(), 0);
     // Named, labelled and controlled like the channel's own pod, with finished output,
     // but not the uid the operator recorded: a tenant made it.
-    let mut forged = pod_in(&ch, t(0), ready_pod_status());
+    let mut forged = ready_pod(&ch, 0);
     forged.metadata.uid = Some("forged".into());
     let d = at_pod(&ch, &forged, t(3));
     assert_eq!(d.needs, Needs::default(), "the forged pod's log is read");
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(!pod::made_by_operator(&forged, &ch));
-    assert!(pod::made_by_operator(
-        &pod_in(&ch, t(0), ready_pod_status()),
-        &ch
-    ));
+    assert!(pod::made_by_operator(&ready_pod(&ch, 0), &ch));
 }

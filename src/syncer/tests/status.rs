@@ -7,7 +7,7 @@ use crate::api::STALLED;
 fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     let mut ch = sample_channel();
     ch.spec.enabled = Some(false);
-    let pod = pod_in(&sample_channel(), t(0), ready_pod_status());
+    let pod = ready_pod(&sample_channel(), 0);
     let v = existing_version(
         &ch,
         versions::desired(
@@ -30,10 +30,15 @@ fn a_disabled_channel_deletes_its_pod_and_flags_its_versions_once() {
     let r = ready(&d);
     assert_status_reason(r, "True", "ChannelDisabled");
     assert_eq!(d.requeue, None);
-    // Once recorded, nothing more to do or read.
-    let ch = with_status(&ch, &d);
-    let d = decide(&obs(&ch, t(4)), &settings());
-    assert_eq!(d, Decision::default());
+    assert_settled(&ch, &d, 4);
+}
+
+/// Asserts that once `d`'s status is recorded, the decision at `at` has nothing more to do
+/// or read.
+#[track_caller]
+fn assert_settled(ch: &ManagedOSVersionChannel, d: &Decision, at: i64) {
+    let ch = with_status(ch, d);
+    assert_eq!(decide(&obs(&ch, t(at)), &settings()), Decision::default());
 }
 
 #[test]
@@ -46,32 +51,26 @@ fn invalid_configuration_is_reported_once_and_starts_no_pod() {
     assert_message_starts(r, "spec.syncInterval");
     assert_eq!(d.events.len(), 1);
     assert_eq!(d.requeue, None);
-    let ch = with_status(&ch, &d);
-    let d = decide(&obs(&ch, t(10)), &settings());
-    assert_eq!(d, Decision::default());
+    assert_settled(&ch, &d, 10);
 }
 
 #[test]
 fn transition_time_moves_only_when_the_status_does() {
     let ch = sample_channel();
-    let start = decide(&obs(&ch, t(0)), &settings());
-    let ch = with_status(&ch, &start);
+    let ch = started(&ch, 0);
     let failed = runner_failed(&ch, 0, 2, "x", 7);
     // Unknown (first sync) -> False: the transition time moves.
     assert_eq!(ready(&failed).last_transition_time, Time(t(7)));
     // False -> False on the next failure: it stays.
     let ch = with_status(&ch, &failed);
-    let start = decide(&obs(&ch, t(20)), &settings());
-    let ch = with_status(&ch, &start);
+    let ch = started(&ch, 20);
     let again = runner_failed(&ch, 20, 2, "x", 25);
     assert_eq!(ready(&again).last_transition_time, Time(t(7)));
 }
 
 /// A channel that synced once at t(0)..t(5), and its versions.
 fn synced_once() -> (ManagedOSVersionChannel, Vec<ManagedOSVersion>) {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = started_ready();
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
     assert_eq!(ready(&d).reason, "Synchronized");
     let ch = with_status(&ch, &d);
@@ -109,7 +108,7 @@ fn a_routine_resync_keeps_ready_and_shows_reconciling_while_it_runs() {
     assert_eq!(at_pod(&ch, &pod, t(3606)).status, None);
     // It ends with nothing to change: Ready still True (same transition), Reconciling gone,
     // and no Normal Event: the status says it all.
-    let pod = pod_in(&ch, t(3605), ready_pod_status());
+    let pod = ready_pod(&ch, 3605);
     let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(3610));
     assert_eq!(ready(&d).status, "True");
     assert_eq!(ready(&d).last_transition_time, before.last_transition_time);
@@ -125,8 +124,8 @@ fn a_sync_that_changes_something_or_recovers_is_an_event() {
     let (ch, versions) = synced_once();
     // One version fewer in the data: a change.
     let one = r#"[{"metadata":{"name":"foo"},"spec":{"version":"v1","type":"container","minVersion":"0.0.0","metadata":{"upgradeImage":"registry.com/repository/image:v1"}}}]"#;
-    let ch2 = with_status(&ch, &decide(&obs(&ch, t(3605)), &settings()));
-    let pod = pod_in(&ch2, t(3605), ready_pod_status());
+    let ch2 = started(&ch, 3605);
+    let pod = ready_pod(&ch2, 3605);
     let d = reading(&ch2, &pod, &framed(one), &versions, t(3610));
     assert_eq!(descriptions(&d), ["flag version bar", "delete pod chan"]);
     assert_eq!(d.events.len(), 1, "{:?}", d.events);
@@ -134,8 +133,8 @@ fn a_sync_that_changes_something_or_recovers_is_an_event() {
     // A failure, then a success with nothing to change: the recovery is news.
     let (ch3, failed) = failed_run(&ch, 3605);
     let ch3 = with_status(&ch3, &failed);
-    let ch3 = with_status(&ch3, &decide(&obs(&ch3, t(3620)), &settings()));
-    let pod = pod_in(&ch3, t(3620), ready_pod_status());
+    let ch3 = started(&ch3, 3620);
+    let pod = ready_pod(&ch3, 3620);
     let d = reading(&ch3, &pod, &framed(SAMPLE), &versions, t(3625));
     assert_eq!(ready(&d).reason, "Synchronized");
     assert_eq!(d.events.len(), 1, "{:?}", d.events);
@@ -176,8 +175,8 @@ fn failures_past_the_quick_retries_stall_and_a_success_clears_it() {
     let stalled = ch.status.as_ref().unwrap().condition(STALLED).unwrap();
     assert_eq!(stalled.reason, "FailedToSync");
     assert_message_has(stalled, "4 failures in a row");
-    ch = with_status(&ch, &decide(&obs(&ch, t(now)), &settings()));
-    let pod = pod_in(&ch, t(now), ready_pod_status());
+    ch = started(&ch, now);
+    let pod = ready_pod(&ch, now);
     let d = reading(&ch, &pod, &framed(SAMPLE), &versions, t(now + 2));
     assert_eq!(condition(&d, STALLED), None);
     assert_eq!(condition(&d, RECONCILING), None);
@@ -233,10 +232,7 @@ fn a_suspended_channel_is_paused_and_resumes_at_once() {
     assert_eq!(d.status.as_ref().unwrap().next_sync_time, None);
     let paused = with_status(&paused, &d);
     // Days later, on demand: still nothing.
-    let mut asked = paused.clone();
-    asked
-        .annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "now".into());
+    let asked = with_request(&paused, "now");
     let d = decide(&obs(&asked, t(999_999)), &settings());
     assert_eq!((d.effects.len(), d.status.is_none()), (0, true), "{d:?}");
     // Resumed (a spec change): a sync at once.

@@ -4,9 +4,7 @@ use super::*;
 
 #[test]
 fn the_next_sync_is_due_one_interval_after_the_last() {
-    let ch = sample_channel();
-    let mut ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (mut ch, pod) = started_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log, &[], t(5));
     ch = with_status(&ch, &d);
@@ -21,17 +19,12 @@ fn the_next_sync_is_due_one_interval_after_the_last() {
 
 #[test]
 fn on_demand_annotation_and_spec_changes_sync_at_once() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let (ch, pod) = started_ready();
     let log = framed(SAMPLE);
     let d = reading(&ch, &pod, &log, &[], t(5));
     let ch = with_status(&ch, &d);
 
-    let mut requested = ch.clone();
-    requested
-        .annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "now-1".into());
+    let requested = with_request(&ch, "now-1");
     let d = decide(&obs(&requested, t(10)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     assert_eq!(
@@ -89,16 +82,13 @@ fn failures_back_off_exponentially_then_wait_for_the_interval() {
 
 #[test]
 fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
-    let mut ch = sample_channel();
-    ch.annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-1".into());
+    let ch = with_request(&sample_channel(), "req-1");
     let d = decide(&obs(&ch, t(0)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
-    let mut ch = with_status(&ch, &d);
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let ch = with_status(&ch, &d);
+    let pod = ready_pod(&ch, 0);
     // A new request arrives while the pod runs; its data predates the request.
-    ch.annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "req-2".into());
+    let ch = with_request(&ch, "req-2");
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(5));
     assert_eq!(ready(&d).reason, "Synchronized");
     assert_eq!(
@@ -110,7 +100,7 @@ fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
     let d = decide(&obs(&ch, t(6)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     let ch = with_status(&ch, &d);
-    let pod = pod_in(&ch, t(6), ready_pod_status());
+    let pod = ready_pod(&ch, 6);
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(10));
     let ch = with_status(&ch, &d);
     // ...and only one.
@@ -119,20 +109,26 @@ fn a_request_made_during_a_sync_causes_exactly_one_more_sync() {
     assert_eq!(d.requeue, Some(Duration::from_secs(3600 - 2)));
 }
 
-#[test]
-fn an_api_error_is_a_failed_attempt_that_backs_off() {
-    let ch = sample_channel();
-    let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &settings()));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
-    let d = decide(
+/// The decision at `now` on `ch`'s syncer pod, once an API request failed with `message`.
+fn api_error_at(ch: &ManagedOSVersionChannel, pod: &Pod, message: &str, now: i64) -> Decision {
+    decide(
         &Observation {
-            pod: Some(&pod),
-            error: Some(&api_failure(
-                "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
-            )),
-            ..obs(&ch, t(3))
+            pod: Some(pod),
+            error: Some(&api_failure(message)),
+            ..obs(ch, t(now))
         },
         &settings(),
+    )
+}
+
+#[test]
+fn an_api_error_is_a_failed_attempt_that_backs_off() {
+    let (ch, pod) = started_ready();
+    let d = api_error_at(
+        &ch,
+        &pod,
+        "listing ManagedOSVersions in ns: the server is currently unable to handle the request",
+        3,
     );
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     assert!(
@@ -221,16 +217,8 @@ fn a_due_sync_without_a_free_slot_is_queued() {
 
 #[test]
 fn a_refused_version_write_fails_the_sync() {
-    let ch = sample_channel();
-    let pod = pod_in(&ch, t(0), ready_pod_status());
-    let d = decide(
-        &Observation {
-            pod: Some(&pod),
-            error: Some(&api_failure("apply version foo: forbidden")),
-            ..obs(&ch, t(3))
-        },
-        &settings(),
-    );
+    let (ch, pod) = sample_ready();
+    let d = api_error_at(&ch, &pod, "apply version foo: forbidden", 3);
     assert_eq!(descriptions(&d), ["delete pod chan"]);
     let r = ready(&d);
     assert_eq!(r.reason, "FailedToSync");
@@ -253,14 +241,13 @@ fn a_sync_requested_after_failures_runs_to_its_end() {
     );
     let at = now - 3600 + 5;
     // ...until asked: the sync starts, Ready still saying FailedToSync...
-    ch.annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "please".into());
+    let ch = with_request(&ch, "please");
     let d = decide(&obs(&ch, t(at)), &settings());
     assert_eq!(descriptions(&d), ["create pod chan"]);
     assert_eq!(ready(&d).reason, "FailedToSync");
     let ch = with_status(&ch, &d);
     // ...and the backoff does not stop it half-way: its output is read and applied.
-    let pod = pod_in(&ch, t(at), ready_pod_status());
+    let pod = ready_pod(&ch, at);
     let d = at_pod(&ch, &pod, t(at + 3));
     assert!(d.needs.display_log, "{d:?}");
     let d = reading(&ch, &pod, &framed(SAMPLE), &[], t(at + 4));
@@ -275,20 +262,15 @@ fn on_demand_requests_start_at_most_one_sync_per_request_interval_and_are_never_
     };
     let ch = sample_channel();
     let ch = with_status(&ch, &decide(&obs(&ch, t(0)), &windowed));
-    let pod = pod_in(&ch, t(0), ready_pod_status());
+    let pod = ready_pod(&ch, 0);
     let ch = with_status(&ch, &reading(&ch, &pod, &framed(SAMPLE), &[], t(5)));
     // A request 2 s after the last sync: served when the window ends (at 15 s), not now.
-    let mut requested = ch.clone();
-    requested
-        .annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "r1".into());
+    let requested = with_request(&ch, "r1");
     let d = decide(&obs(&requested, t(7)), &windowed);
     assert_eq!(d.effects, vec![]);
     assert_eq!(d.requeue, Some(Duration::from_secs(8)));
     // More requests meanwhile change nothing but the value served.
-    requested
-        .annotations_mut()
-        .insert(SYNC_REQUESTED_AT_ANNOTATION.into(), "r2".into());
+    let requested = with_request(&requested, "r2");
     let d = decide(&obs(&requested, t(12)), &windowed);
     assert_eq!(d.effects, vec![]);
     assert_eq!(d.requeue, Some(Duration::from_secs(3)));

@@ -36,17 +36,15 @@ fn extension_records_over_their_cap_are_refused_from_the_header_before_they_are_
         );
         // One byte over the cap is refused too; at the cap it is read.
         let layer = entry(kind, "././@LongLink", cap + 1, b"");
-        let e = look(&layer, Compression::None, "/channel.json", &mut bounds());
+        let e = plain(&layer, "/channel.json");
         assert!(matches!(e, Err(LayerError::Record { .. })), "{e:?}");
     }
     let at_cap = vec![b'a'; MAX_LONG_NAME as usize];
-    let mut layer = entry(b'L', "././@LongLink", MAX_LONG_NAME, &at_cap);
-    layer.extend(file("x", b""));
-    let layer = end(layer);
-    assert_eq!(
-        look(&layer, Compression::None, "/channel.json", &mut bounds()),
-        Ok(Found::Absent)
-    );
+    let layer = layer_of(&[
+        entry(b'L', "././@LongLink", MAX_LONG_NAME, &at_cap),
+        file("x", b""),
+    ]);
+    assert_eq!(plain(&layer, "/channel.json"), Ok(Found::Absent));
 }
 
 #[test]
@@ -55,92 +53,62 @@ fn a_gnu_long_name_names_the_next_entry_less_its_nul() {
     let path = format!("/{long}");
     // As tar::Builder writes it (a `././@LongLink` record, NUL-terminated).
     let built = tar_of(&[(&long, Some(DATA))]);
-    assert_eq!(
-        look(&built, Compression::None, &path, &mut bounds()),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    assert_file(&built, &path, DATA);
     // By hand, with and without the NUL; the header's own name is a decoy.
     for name in [format!("{long}\0"), long.clone()] {
-        let mut layer = entry(b'L', "././@LongLink", name.len() as u64, name.as_bytes());
-        layer.extend(file("decoy", DATA));
-        let layer = end(layer);
+        let layer = layer_of(&[
+            sized(b'L', "././@LongLink", name.as_bytes()),
+            file("decoy", DATA),
+        ]);
         assert_eq!(
-            look(&layer, Compression::None, &path, &mut bounds()),
+            plain(&layer, &path),
             Ok(Found::File(DATA.to_vec())),
             "{name:?}"
         );
-        assert_eq!(
-            look(&layer, Compression::None, "/decoy", &mut bounds()),
-            Ok(Found::Absent)
-        );
+        assert_eq!(plain(&layer, "/decoy"), Ok(Found::Absent));
     }
     // A long name whiteout deletes what it names.
     let whiteout = format!("{}/.wh.channel.json", "d".repeat(200));
     let layer = tar_of(&[(&whiteout, Some(b""))]);
-    assert_eq!(
-        look(&layer, Compression::None, &path, &mut bounds()),
-        Ok(Found::Gone)
-    );
+    assert_eq!(plain(&layer, &path), Ok(Found::Gone));
     // Only the next entry: the one after has its own name.
-    let mut layer = entry(b'L', "././@LongLink", 5, b"other");
-    layer.extend(file("a", b""));
-    layer.extend(file("channel.json", DATA));
-    let layer = end(layer);
-    assert_eq!(
-        look(&layer, Compression::None, "/channel.json", &mut bounds()),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    let layer = layer_of(&[
+        sized(b'L', "././@LongLink", b"other"),
+        file("a", b""),
+        file("channel.json", DATA),
+    ]);
+    assert_file(&layer, "/channel.json", DATA);
 }
 
 #[test]
 fn a_pax_path_renames_the_next_entry_and_a_pax_size_resizes_it_as_the_tar_crate_reads_them() {
     let records = [pax("mtime", "1"), pax("path", "etc/channel.json")].concat();
-    let mut layer = entry(b'x', "PaxHeaders/decoy", records.len() as u64, &records);
-    layer.extend(file("decoy", DATA));
-    let layer = end(layer);
-    assert_eq!(
-        look(
-            &layer,
-            Compression::None,
-            "/etc/channel.json",
-            &mut bounds()
-        ),
-        Ok(Found::File(DATA.to_vec()))
-    );
-    assert_eq!(
-        look(&layer, Compression::None, "/decoy", &mut bounds()),
-        Ok(Found::Absent)
-    );
+    let layer = layer_of(&[
+        sized(b'x', "PaxHeaders/decoy", &records),
+        file("decoy", DATA),
+    ]);
+    assert_file(&layer, "/etc/channel.json", DATA);
+    assert_eq!(plain(&layer, "/decoy"), Ok(Found::Absent));
     // A GNU long name wins over a PAX path (tar::Entry::path_bytes, Go's reader alike);
     // a PAX linkpath is read and not used.
     let records = [pax("path", "pax.json"), pax("linkpath", "/etc/passwd")].concat();
-    let mut layer = entry(b'L', "././@LongLink", 9, b"long.json");
-    layer.extend(entry(b'x', "PaxHeaders/x", records.len() as u64, &records));
-    layer.extend(file("decoy", DATA));
-    let layer = end(layer);
-    assert_eq!(
-        look(&layer, Compression::None, "/long.json", &mut bounds()),
-        Ok(Found::File(DATA.to_vec()))
-    );
-    assert_eq!(
-        look(&layer, Compression::None, "/pax.json", &mut bounds()),
-        Ok(Found::Absent)
-    );
+    let layer = layer_of(&[
+        sized(b'L', "././@LongLink", b"long.json"),
+        sized(b'x', "PaxHeaders/x", &records),
+        file("decoy", DATA),
+    ]);
+    assert_file(&layer, "/long.json", DATA);
+    assert_eq!(plain(&layer, "/pax.json"), Ok(Found::Absent));
     // `size` replaces the header's: the data is read at its size, and the next header
     // found after it, as tar::Archive finds it.
     let records = pax("size", &DATA.len().to_string());
-    let mut layer = entry(b'x', "PaxHeaders/a", records.len() as u64, &records);
-    layer.extend(entry(b'0', "a", 0, DATA));
-    layer.extend(file("channel.json", b"next"));
-    let layer = end(layer);
-    assert_eq!(
-        look(&layer, Compression::None, "/a", &mut bounds()),
-        Ok(Found::File(DATA.to_vec()))
-    );
-    assert_eq!(
-        look(&layer, Compression::None, "/channel.json", &mut bounds()),
-        Ok(Found::File(b"next".to_vec()))
-    );
+    let layer = layer_of(&[
+        sized(b'x', "PaxHeaders/a", &records),
+        entry(b'0', "a", 0, DATA),
+        file("channel.json", b"next"),
+    ]);
+    assert_file(&layer, "/a", DATA);
+    assert_file(&layer, "/channel.json", b"next");
     let mut archive = tar::Archive::new(&layer[..]);
     let names: Vec<String> = archive
         .entries()
@@ -153,25 +121,22 @@ fn a_pax_path_renames_the_next_entry_and_a_pax_size_resizes_it_as_the_tar_crate_
 #[test]
 fn a_pax_global_header_is_no_file_and_misplaced_records_are_corrupt() {
     let records = pax("comment", "git archive");
-    let mut layer = entry(b'g', "channel.json", records.len() as u64, &records);
-    layer.extend(file("channel.json", DATA));
-    let layer = end(layer);
-    assert_eq!(
-        look(&layer, Compression::None, "/channel.json", &mut bounds()),
-        Ok(Found::File(DATA.to_vec()))
-    );
+    let layer = layer_of(&[
+        sized(b'g', "channel.json", &records),
+        file("channel.json", DATA),
+    ]);
+    assert_file(&layer, "/channel.json", DATA);
     for (layer, why) in [
         (
-            end([
+            layer_of(&[
                 entry(b'L', "././@LongLink", 1, b"a"),
                 entry(b'L', "././@LongLink", 1, b"b"),
                 file("c", b""),
-            ]
-            .concat()),
+            ]),
             "two long name entries",
         ),
         (
-            end(entry(b'x', "PaxHeaders/a", records.len() as u64, &records)),
+            end(sized(b'x', "PaxHeaders/a", &records)),
             "extension records with no entry after them",
         ),
         (
@@ -179,11 +144,11 @@ fn a_pax_global_header_is_no_file_and_misplaced_records_are_corrupt() {
             "is not a readable uncompressed tar stream",
         ),
     ] {
-        let e = look(&layer, Compression::None, "/channel.json", &mut bounds()).unwrap_err();
+        let e = plain(&layer, "/channel.json").unwrap_err();
         assert!(e.to_string().contains(why), "{e}");
     }
     let mut bad = file("channel.json", DATA);
     bad[0] ^= 1;
-    let e = look(&end(bad), Compression::None, "/channel.json", &mut bounds()).unwrap_err();
+    let e = plain(&end(bad), "/channel.json").unwrap_err();
     assert!(e.to_string().contains("checksum mismatch"), "{e}");
 }
