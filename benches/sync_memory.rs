@@ -13,35 +13,18 @@
 //! per shape, its ratio to the data's size (the baseline, measured in the same run), and
 //! what the decision keeps for the writes (the planned versions).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "common/counting.rs"]
+mod counting;
+
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use counting::{LIVE, PEAK};
 use k8s_openapi::jiff::Timestamp;
 use rancheros_operator::api::{ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use rancheros_operator::syncer::frame as display;
 use rancheros_operator::syncer::{self, Effect, Observation, Settings};
 use serde_json::{Value, json};
-
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts the bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 const MAX_OUTPUT: usize = 16 << 20;
 

@@ -12,19 +12,11 @@ fn numbered(n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn data_of(pairs: &[(String, String)]) -> serde_json::Value {
-    let refs: Vec<(&str, &str)> = pairs
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    channel_data(&refs)
-}
-
 #[tokio::test]
 async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_flag_and_writes_nothing()
  {
     let t = TestNs::started("max-versions", &["--max-versions-per-channel=3"]).await;
-    t.create_custom("ch", &data_of(&numbered(5))).await;
+    t.create_custom("ch", &channel_data(&numbered(5))).await;
     let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
     let message = ready_message(&ch);
     assert!(
@@ -35,8 +27,11 @@ async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_f
     );
     assert_eq!(t.version_names().await, Vec::<String>::new());
     // Within the bound, the same channel syncs.
-    t.patch_spec("ch", custom_spec(&write_script(&data_of(&numbered(3)))))
-        .await;
+    t.patch_spec(
+        "ch",
+        custom_spec(&write_script(&channel_data(&numbered(3)))),
+    )
+    .await;
     t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
     assert_eq!(t.version_names().await.len(), 3);
     t.cleanup().await;
@@ -45,7 +40,7 @@ async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_f
 #[tokio::test]
 async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
     let t = TestNs::started("capped-lists", &[]).await;
-    let data = data_of(&numbered(15));
+    let data = channel_data(&numbered(15));
     t.create_custom("first", &data).await;
     t.wait_ready("first", "Synchronized", 2 * MINUTE).await;
     // The same 15 names from another channel: every one is a conflict.
@@ -92,7 +87,7 @@ async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
 #[tokio::test]
 async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
     let t = TestNs::started("max-write-bytes", &["--max-sync-write-bytes=1Mi"]).await;
-    let mut spec = custom_spec(&write_script(&data_of(&numbered(200))));
+    let mut spec = custom_spec(&write_script(&channel_data(&numbered(200))));
     spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["x".repeat(60 * 1024)]});
     t.create_channel("ch", spec.clone()).await;
     let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
@@ -216,7 +211,7 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         "--retry-delay=1h",
     ]);
     let thirty = numbered(30);
-    let mut spec = custom_spec(&write_script(&data_of(&thirty)));
+    let mut spec = custom_spec(&write_script(&channel_data(&thirty)));
     spec["versionPolicy"] = serde_json::json!({"onChannelDelete": "Orphan"});
     t.create_channel("ch", spec).await;
     let ch = t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
@@ -235,7 +230,7 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
     let forty = numbered(40);
     t.patch_spec(
         "ch",
-        serde_json::json!({"options": {"args": [write_script(&data_of(&forty))]}}),
+        serde_json::json!({"options": {"args": [write_script(&channel_data(&forty))]}}),
     )
     .await;
     let ch = t.wait_next_attempt("ch", &ch, 2 * MINUTE).await;

@@ -623,11 +623,7 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
     let names: Vec<(String, String)> = (0..BIG)
         .map(|i| (format!("big-{i:04}"), format!("v{i}")))
         .collect();
-    let listed: Vec<(&str, &str)> = names
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    let big = serve_json(channel_data(&listed).to_string()).await;
+    let big = serve_json(channel_data(&names).to_string()).await;
     let small = serve_json(channel_data(&[("small-v1", "v1")]).to_string()).await;
     let json = |uri: &str| json!({"type": "json", "options": {"uri": uri, "timeout": "10s"}});
     a.create_channel("big", json(&big)).await;

@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// `sync NAMESPACE/ch --wait --timeout 4m`, which must succeed: the channel's
+/// `NAMESPACE/ch`, and what the command did.
+async fn sync_ch_and_wait(t: &TestNs) -> (String, Output) {
+    let target = format!("{}/ch", t.ns);
+    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
+    assert_success(&o, t);
+    (target, o)
+}
+
 #[tokio::test]
 async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     let t = TestNs::started("cli-sync-changes", &[]).await;
@@ -10,9 +19,7 @@ async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     // New channel data, seen only by a sync that starts from now on.
     set_data(&t, "v", &[("a", "v2"), ("c", "v1"), ("d", "v1")]).await;
 
-    let target = format!("{}/ch", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_success(&o, &t);
+    let (target, o) = sync_ch_and_wait(&t).await;
     assert_eq!(
         stdout(&o),
         format!(
@@ -296,9 +303,7 @@ async fn sync_wait_during_a_running_sync_reports_the_next_one() {
     .await;
     set_data(&t, "v", &[("a", "v1"), ("late", "v1")]).await;
 
-    let target = format!("{}/ch", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_success(&o, &t);
+    let (target, o) = sync_ch_and_wait(&t).await;
     // Not the outcome of the sync under way (1 version): the one after it.
     assert_eq!(
         stdout(&o),

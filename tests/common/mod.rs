@@ -56,11 +56,12 @@ pub async fn client() -> Client {
 }
 
 /// Channel data as a runner would print it: `(name, version)` pairs, container type.
-pub fn channel_data(versions: &[(&str, &str)]) -> Value {
+pub fn channel_data(versions: &[(impl AsRef<str>, impl AsRef<str>)]) -> Value {
     Value::Array(
         versions
             .iter()
             .map(|(name, v)| {
+                let (name, v) = (name.as_ref(), v.as_ref());
                 json!({
                     "metadata": {"name": name},
                     "spec": {"version": v, "type": "container", "minVersion": "0.0.0",
