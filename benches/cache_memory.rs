@@ -8,14 +8,14 @@
 //! Versions are shaped like published channel data (free-form `displayName`, `platforms`,
 //! `created` in `spec.metadata`). A report, not a test: it prints figures and a ratio.
 
-#[path = "common/counting.rs"]
-mod counting;
+mod common;
 
 use std::sync::atomic::Ordering;
 
 use kube::runtime::watcher::Event;
 
-use counting::LIVE;
+use common::counting::LIVE;
+use common::published_spec;
 use rancheros_operator::api::ManagedOSVersion;
 use rancheros_operator::controller::versions::index::VersionIndex;
 use rancheros_operator::controller::versions::meta::VersionMeta;
@@ -58,15 +58,7 @@ fn from_the_api_server(i: usize) -> String {
                 }
             }]
         },
-        "spec": {
-            "version": format!("v1.{i}"), "type": "container", "minVersion": "0.0.0",
-            "metadata": {
-                "upgradeImage": format!("registry.example.com/os/sle-micro:v1.{i}"),
-                "displayName": format!("SLE Micro v1.{i}"),
-                "platforms": ["linux/amd64", "linux/arm64"],
-                "created": "2026-11-01T10:00:00Z"
-            }
-        }
+        "spec": published_spec(i)
     })
     .to_string()
 }

@@ -13,13 +13,13 @@
 //! per shape, its ratio to the data's size (the baseline, measured in the same run), and
 //! what the decision keeps for the writes (the planned versions).
 
-#[path = "common/counting.rs"]
-mod counting;
+mod common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use counting::{LIVE, PEAK};
+use common::counting::{LIVE, PEAK};
+use common::published_spec;
 use k8s_openapi::jiff::Timestamp;
 use rancheros_operator::api::{ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use rancheros_operator::syncer::frame as display;
@@ -29,18 +29,11 @@ use serde_json::{Value, json};
 const MAX_OUTPUT: usize = 16 << 20;
 
 fn version(i: usize, metadata_bytes: usize) -> Value {
+    let mut spec = published_spec(i);
+    spec["metadata"]["notes"] = json!("x".repeat(metadata_bytes));
     json!({
         "metadata": {"name": format!("v1-{i}"), "labels": {"os": "sle-micro"}},
-        "spec": {
-            "version": format!("v1.{i}"), "type": "container", "minVersion": "0.0.0",
-            "metadata": {
-                "upgradeImage": format!("registry.example.com/os/sle-micro:v1.{i}"),
-                "displayName": format!("SLE Micro v1.{i}"),
-                "platforms": ["linux/amd64", "linux/arm64"],
-                "created": "2026-11-01T10:00:00Z",
-                "notes": "x".repeat(metadata_bytes),
-            }
-        }
+        "spec": spec
     })
 }
 

@@ -252,6 +252,12 @@ async fn pull_secret_for(t: &TestNs, name: &str, registry: &str, user: &str, pas
         .await;
 }
 
+/// The end of a test of oci channels only: none of them started a pod.
+async fn cleanup_podless(t: TestNs) {
+    assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
+    t.cleanup().await;
+}
+
 /// Once the test's images are pushed: the `pull` Secret with the registry's credentials
 /// (every `oci()` spec names it), this tree's CRDs again (building and pushing took a
 /// while: another tree's tests may have installed theirs meanwhile, the cluster is shared)
@@ -358,8 +364,7 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
         Some(format!("v1@{digest2}").as_str())
     );
     assert_eq!(t.versions().await.len(), 3);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 #[tokio::test]
@@ -429,8 +434,7 @@ async fn indexes_and_zstd_layers_are_read() {
         t.wait_ready(name, "Synchronized", SYNC).await;
     }
     assert_eq!(t.version_names().await, ["arm", "zstd"]);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// Channel artifacts as `oras push` makes them, the layer of either JSON media type: the
@@ -468,8 +472,7 @@ async fn artifacts_pushed_with_oras_are_the_channel_data() {
         }
     }
     assert_eq!(t.versions().await.len(), 4);
-    assert_eq!(t.pods_created(), 0, "an oci channel creates no pod");
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 #[tokio::test]
@@ -575,8 +578,7 @@ async fn registry_failures_are_named_and_change_nothing() {
         t.versions().await.is_empty(),
         "a failed pull changes nothing"
     );
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// The channel file Elemental publishes for SL Micro 6.1 baremetal (rancher/elemental-channels
@@ -620,8 +622,7 @@ async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key
         );
     }
     assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// An `upgradeContainer` as Elemental's documentation writes one (the

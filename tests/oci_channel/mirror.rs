@@ -81,21 +81,45 @@ fn site_key(near: &Path) -> String {
     key.display().to_string()
 }
 
-/// `skopeo inspect --raw` of a reference in the test registry.
-fn raw_manifest(reference: &str) -> Value {
+/// `skopeo inspect` of a reference in the test registry, with `options` (what to print).
+fn skopeo_inspect(options: &[&str], reference: &str) -> Vec<u8> {
     let (u, p) = creds();
-    let out = run_ok(
-        Command::new("skopeo").args([
-            "inspect",
-            "--raw",
+    run_ok(
+        Command::new("skopeo").arg("inspect").args(options).args([
             "--tls-verify=false",
             "--creds",
             &format!("{u}:{p}"),
             &format!("docker://{reference}"),
         ]),
         "skopeo inspect",
-    );
-    serde_json::from_slice(&out).unwrap()
+    )
+}
+
+/// `skopeo inspect --raw` of a reference in the test registry.
+fn raw_manifest(reference: &str) -> Value {
+    serde_json::from_slice(&skopeo_inspect(&["--raw"], reference)).unwrap()
+}
+
+/// The digest of `reference` in the test registry.
+fn raw_digest(reference: &str) -> String {
+    let out = skopeo_inspect(&["--format", "{{.Digest}}"], reference);
+    String::from_utf8_lossy(&out).trim().to_string()
+}
+
+/// An empty bundle directory `name` (what an earlier run left removed), and its `dir:`
+/// reference.
+fn fresh_bundle(name: &str) -> (PathBuf, String) {
+    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&bundle);
+    let to_dir = format!("dir:{}", bundle.display());
+    (bundle, to_dir)
+}
+
+/// Channel data of one version, `name`, upgrading to `image`.
+fn upgrading_to(name: &str, image: &str) -> Value {
+    let mut data = elemental(&[name]);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(image);
+    data
 }
 
 #[tokio::test]
@@ -129,9 +153,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     publisher.sign(&format!("{ns}/channel"), &channel_digest);
 
     // The connected side: into a directory.
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     let source = format!("{r}/{ns}/channel:v1");
     let first = mirror_json(&t, &[&source, "--to", &to_dir], 0);
     assert_eq!(first["channel_state"], "copied", "{first:#}");
@@ -425,14 +447,11 @@ async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
     let desc = l.image(&[gz_layer(&rootfs()), noise_layer(64)], "amd64");
     l.push(desc, &format!("{ns}/os-big"), "1.0");
     let _ = std::fs::remove_dir_all(&l.dir);
-    let mut data = elemental(&["big"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os-big:1.0"));
+    let data = upgrading_to("big", &format!("{r}/{ns}/os-big:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &data);
     let source = format!("{r}/{ns}/channel:v1");
 
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     // The first run, killed while the big layer is being written.
     let mut child = mirror_command(&t, &[&source, "--to", &to_dir])
         .stdout(std::process::Stdio::null())

@@ -11,9 +11,7 @@ fn channel_of(ns: &str) -> Value {
     let os = Layout::new(&format!("{ns}-os"));
     let desc = os.image(&[gz_layer(&rootfs())], "amd64");
     os.push(desc, &format!("{ns}/os"), "1.0");
-    let mut data = elemental(&["v1"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{}/{ns}/os:1.0", registry()));
-    data
+    upgrading_to("v1", &format!("{}/{ns}/os:1.0", registry()))
 }
 
 /// Whether the test registry has `reference`.
@@ -56,9 +54,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     let key = publisher.public_key_file();
     let source = format!("{r}/{ns}/channel:v1");
     let source_repo = format!("{r}/{ns}/channel");
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-verify-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-verify-{ns}"));
     let site = format!("{r}/{ns}-site");
 
     // The connected side: verified as it is read, and the signature kept in the bundle.
@@ -158,24 +154,6 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     );
     assert!(!other_dir.join("index.json").exists(), "{}", said(&o));
     t.cleanup().await;
-}
-
-/// The digest of `reference` in the test registry.
-fn raw_digest(reference: &str) -> String {
-    let (u, p) = creds();
-    let out = run_ok(
-        Command::new("skopeo").args([
-            "inspect",
-            "--tls-verify=false",
-            "--format",
-            "{{.Digest}}",
-            "--creds",
-            &format!("{u}:{p}"),
-            &format!("docker://{reference}"),
-        ]),
-        "skopeo inspect",
-    );
-    String::from_utf8_lossy(&out).trim().to_string()
 }
 
 #[tokio::test]
