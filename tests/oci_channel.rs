@@ -98,6 +98,11 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
+/// A tar of `/channel.json` holding `data`, as a channel image's top layer has it.
+fn channel_tar(data: &Value) -> Vec<u8> {
+    tar_of(&[("channel.json", data.to_string().as_bytes())])
+}
+
 /// A busybox-like base layer (the channel image's rootfs).
 fn rootfs() -> Vec<u8> {
     let busybox = std::fs::read("/bin/busybox").unwrap_or_else(|_| b"#!/bin/sh\n".to_vec());
@@ -204,8 +209,10 @@ fn push_channel(repo: &str, tag: &str, data: &Value) -> String {
 
 fn push_channel_to(registry: &str, repo: &str, tag: &str, data: &Value) -> String {
     let l = Layout::new(&format!("{}-{tag}", repo.replace('/', "-")));
-    let top = tar_of(&[("channel.json", data.to_string().as_bytes())]);
-    let desc = l.image(&[gz_layer(&rootfs()), gz_layer(&top)], "amd64");
+    let desc = l.image(
+        &[gz_layer(&rootfs()), gz_layer(&channel_tar(data))],
+        "amd64",
+    );
     l.push_to(desc.clone(), registry, repo, tag);
     desc["digest"].as_str().unwrap().to_string()
 }
@@ -373,26 +380,12 @@ async fn indexes_and_zstd_layers_are_read() {
     let ns = t.ns.clone();
     // An index of two platforms, each with its own data.
     let l = Layout::new(&format!("{ns}-index"));
-    let amd = l.image(
-        &[
-            gz_layer(&rootfs()),
-            gz_layer(&tar_of(&[(
-                "channel.json",
-                elemental(&["amd"]).to_string().as_bytes(),
-            )])),
-        ],
-        "amd64",
-    );
-    let arm = l.image(
-        &[
-            gz_layer(&rootfs()),
-            gz_layer(&tar_of(&[(
-                "channel.json",
-                elemental(&["arm"]).to_string().as_bytes(),
-            )])),
-        ],
-        "arm64",
-    );
+    let platform = |name: &str, arch: &str| {
+        let data = channel_tar(&elemental(&[name]));
+        l.image(&[gz_layer(&rootfs()), gz_layer(&data)], arch)
+    };
+    let amd = platform("amd", "amd64");
+    let arm = platform("arm", "arm64");
     l.push(l.index(vec![amd, arm]), &format!("{ns}/multi"), "v1");
     // zstd layers, the file elsewhere than the default path.
     let z = Layout::new(&format!("{ns}-zstd"));
@@ -486,10 +479,7 @@ async fn registry_failures_are_named_and_change_nothing() {
     let nofile = l.image(&[gz_layer(&rootfs())], "amd64");
     l.push(nofile.clone(), &format!("{ns}/nofile"), "v1");
     let w = Layout::new(&format!("{ns}-whiteout"));
-    let lower = tar_of(&[(
-        "channel.json",
-        elemental(&["hidden"]).to_string().as_bytes(),
-    )]);
+    let lower = channel_tar(&elemental(&["hidden"]));
     let upper = tar_of(&[(".wh.channel.json", b"")]);
     let whiteout = w.image(
         &[gz_layer(&rootfs()), gz_layer(&lower), gz_layer(&upper)],

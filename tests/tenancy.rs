@@ -205,11 +205,18 @@ async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel
     t.cleanup().await;
 }
 
+/// Namespaces `PREFIX-a` and `PREFIX-b`, and one operator (a's) for both with two sync
+/// slots.
+async fn two_namespaces_two_slots(prefix: &str) -> (TestNs, TestNs) {
+    let mut a = TestNs::new(&format!("{prefix}-a")).await;
+    let b = TestNs::new(&format!("{prefix}-b")).await;
+    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    (a, b)
+}
+
 #[tokio::test]
 async fn one_namespace_with_20_channels_does_not_starve_another() {
-    let mut a = TestNs::new("fair-queue-a").await;
-    let b = TestNs::new("fair-queue-b").await;
-    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    let (a, b) = two_namespaces_two_slots("fair-queue").await;
     for i in 0..20 {
         let name = format!("a{i:02}");
         a.create_channel(&name, slow_spec(5, &format!("{name}-v1")))
@@ -527,9 +534,7 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
 
 #[tokio::test]
 async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
-    let mut a = TestNs::new("sleepers-a").await;
-    let b = TestNs::new("sleepers-b").await;
-    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    let (a, b) = two_namespaces_two_slots("sleepers").await;
     for i in 1..=3 {
         a.create_channel(
             &format!("sleeper-{i}"),

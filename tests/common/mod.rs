@@ -274,13 +274,12 @@ impl TestNs {
             .trim_end_matches('-')
             .to_string();
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        create_json(
+            &namespaces,
+            json!({"metadata": {"name": ns}}),
+            &format!("namespace {ns}"),
+        )
+        .await;
         // Pods are refused until the namespace's default ServiceAccount exists.
         let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(client.clone(), &ns);

@@ -207,3 +207,16 @@ pub fn success_stdout(child: std::process::Child, what: &str) -> Vec<u8> {
     );
     out.stdout
 }
+
+/// Creates `object` (JSON) in `api`; a refusal fails the test, naming `what`.
+pub async fn create_json<K>(api: &Api<K>, object: Value, what: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating {what}: {e}"))
+}
