@@ -12,6 +12,13 @@ fn numbered(n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Channel `ch`, its spec patched to `spec`, syncs: `versions` versions.
+async fn synced_as_fixed(t: &TestNs, spec: serde_json::Value, versions: usize) {
+    t.patch_spec("ch", spec).await;
+    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
+    assert_eq!(t.version_names().await.len(), versions);
+}
+
 #[tokio::test]
 async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_flag_and_writes_nothing()
  {
@@ -27,13 +34,12 @@ async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_f
     );
     assert_eq!(t.version_names().await, Vec::<String>::new());
     // Within the bound, the same channel syncs.
-    t.patch_spec(
-        "ch",
+    synced_as_fixed(
+        &t,
         custom_spec(&write_script(&channel_data(&numbered(3)))),
+        3,
     )
     .await;
-    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
-    assert_eq!(t.version_names().await.len(), 3);
     t.cleanup().await;
 }
 
@@ -100,9 +106,7 @@ async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and
     assert_eq!(t.version_names().await, Vec::<String>::new());
     // Without the big container, the same versions fit.
     spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["short"]});
-    t.patch_spec("ch", spec).await;
-    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
-    assert_eq!(t.version_names().await.len(), 200);
+    synced_as_fixed(&t, spec, 200).await;
     t.cleanup().await;
 }
 

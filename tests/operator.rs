@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, PostParams};
 use rancheros_operator::api::{CHANNEL_LABEL, NO_LONGER_IN_SYNC_ANNOTATION};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(90);
 
@@ -135,6 +135,20 @@ async fn changes_patch_add_flag_delete_and_unflag_versions() {
     t.cleanup().await;
 }
 
+/// Starts a slow sync of channel `ch` (its runner waits a minute before it writes `data`)
+/// and waits until its pod exists.
+async fn slow_sync_running(t: &TestNs, data: &Value) {
+    t.patch_spec(
+        "ch",
+        json!({"options": {"args": [format!("sleep 60; {}", write_script(data))]}}),
+    )
+    .await;
+    t.eventually("the slow syncer pod", SYNC, || async {
+        t.pods().get_opt("ch").await.unwrap().map(|_| ())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
     let t = TestNs::started("disabled", &[]).await;
@@ -143,15 +157,7 @@ async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
     t.wait_no_pods(SYNC).await;
 
     // Start a slow sync, then disable the channel while its pod runs.
-    t.patch_spec(
-        "ch",
-        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
-    )
-    .await;
-    t.eventually("the slow syncer pod", SYNC, || async {
-        t.pods().get_opt("ch").await.unwrap().map(|_| ())
-    })
-    .await;
+    slow_sync_running(&t, &data).await;
     t.patch_spec("ch", json!({"enabled": false})).await;
     let ch = t.wait_ready("ch", "ChannelDisabled", SYNC).await;
     assert_eq!(ready(&ch).unwrap().status, "True");
@@ -531,15 +537,7 @@ async fn deleting_the_channel_removes_its_versions_and_pod() {
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
     t.synced_custom("ch", &data, SYNC).await;
     // A slow second sync, so that a pod exists when the channel goes.
-    t.patch_spec(
-        "ch",
-        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
-    )
-    .await;
-    t.eventually("the second syncer pod", SYNC, || async {
-        t.pods().get_opt("ch").await.unwrap()
-    })
-    .await;
+    slow_sync_running(&t, &data).await;
     t.channels()
         .delete("ch", &DeleteParams::default())
         .await
