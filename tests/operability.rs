@@ -115,16 +115,8 @@ impl Registry {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let what = format!("{cmd:?}");
+    String::from_utf8_lossy(&run_ok(cmd, &what)).into_owned()
 }
 
 fn sha256_hex(path: &Path) -> String {

@@ -11,6 +11,19 @@ async fn sync_ch_and_wait(t: &TestNs) -> (String, Output) {
     (target, o)
 }
 
+/// The one error line of the command's stderr: the runner of `target` failed.
+#[track_caller]
+fn failed_runner_error(o: &Output, target: &str) -> String {
+    let errors = error_lines(o);
+    assert_eq!(errors.len(), 1, "{}", stderr(o));
+    let error = errors[0].clone();
+    assert!(
+        error.starts_with(&format!("error: {target}: FailedToSync: the runner")),
+        "{error}"
+    );
+    error
+}
+
 #[tokio::test]
 async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     let t = TestNs::started("cli-sync-changes", &[]).await;
@@ -60,20 +73,14 @@ async fn sync_wait_of_a_failing_runner_exits_1_with_the_reason_of_a_new_attempt(
     let target = format!("{}/bad", t.ns);
     let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let errors = error_lines(&o);
-    assert_eq!(errors.len(), 1, "{}", stderr(&o));
-    assert!(
-        errors[0].starts_with(&format!("error: {target}: FailedToSync: the runner")),
-        "{}",
-        errors[0]
-    );
-    assert!(errors[0].contains("no channel data here"), "{}", errors[0]);
+    let error = failed_runner_error(&o, &target);
+    assert!(error.contains("no channel data here"), "{error}");
     assert_eq!(stdout(&o), "");
     // The outcome reported is a sync run for the request (the operator's retry was a
     // minute away), not the failure that was there before it.
     let after = t.channel("bad").await;
     assert_eq!(failed_attempts(&after), 2, "{}", t.operator_log());
-    assert!(errors[0].contains("attempt 2;"), "{}", errors[0]);
+    assert!(error.contains("attempt 2;"), "{error}");
     t.cleanup().await;
 }
 
@@ -177,13 +184,7 @@ async fn sync_all_waits_for_every_channel_of_the_namespace() {
         )),
         "{out}"
     );
-    let errors = error_lines(&o);
-    assert_eq!(errors.len(), 1, "{}", stderr(&o));
-    assert!(
-        errors[0].starts_with(&format!("error: {ns}/bad: FailedToSync: the runner")),
-        "{}",
-        errors[0]
-    );
+    failed_runner_error(&o, &format!("{ns}/bad"));
     assert_eq!(failed_attempts(&t.channel("bad").await), 2);
     t.cleanup().await;
 }

@@ -189,17 +189,16 @@ pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> Vec<u8> {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("running {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    succeeded(out, what)
 }
 
 /// The stdout of a finished child process, which must have succeeded (`what` names it).
 pub fn success_stdout(child: std::process::Child, what: &str) -> Vec<u8> {
-    let out = child.wait_with_output().unwrap();
+    succeeded(child.wait_with_output().unwrap(), what)
+}
+
+/// The stdout of a process that must have succeeded (`what` names it).
+fn succeeded(out: std::process::Output, what: &str) -> Vec<u8> {
     assert!(
         out.status.success(),
         "{what} failed: {}",
