@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kube::api::ListParams;
-use serde_json::Value;
 
 /// How long the channels have to converge once the component is back.
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -165,10 +164,6 @@ fn many_versions_script(count: usize) -> String {
     format!(
         r#"{{ printf '['; for i in $(seq 1 {count}); do [ "$i" -gt 1 ] && printf ','; printf '{{"metadata":{{"name":"v%s"}},"spec":{{"version":"v%s","type":"container","metadata":{{"upgradeImage":"registry.example/os:v%s","displayName":"OS ü %s"}}}}}}' "$i" "$i" "$i" "$i"; done; printf ']'; }} > /output/data"#
     )
-}
-
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
 }
 
 /// Polls until every channel is Synchronized for its generation with exactly `want`

@@ -30,9 +30,16 @@ use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(90);
 
-/// A runner script that waits `secs` seconds before writing `data`.
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
+/// Creates channel `ch` (version `a`) whose runner takes `secs` seconds, and waits until its
+/// first sync is under way (its pod created).
+async fn sync_under_way(t: &TestNs, secs: u32) {
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel("ch", custom_spec(&slow_script(secs, &data)))
+        .await;
+    t.eventually("the first syncer pod", SYNC, || async {
+        (t.pods_created() == 1).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -330,12 +330,6 @@ fn history(states: &[Seen]) -> String {
         .join("\n")
 }
 
-/// A runner script that waits `secs` seconds before writing `data` (so that a sync under
-/// way can be watched).
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
-}
-
 /// The channel's row as `kubectl get -o wide` prints it: the API server's Table of it,
 /// column name to cell (priority-1 columns included, as `-o wide` shows them).
 async fn table_row(t: &TestNs, name: &str) -> BTreeMap<String, String> {

@@ -138,11 +138,8 @@ async fn changes_patch_add_flag_delete_and_unflag_versions() {
 /// Starts a slow sync of channel `ch` (its runner waits a minute before it writes `data`)
 /// and waits until its pod exists.
 async fn slow_sync_running(t: &TestNs, data: &Value) {
-    t.patch_spec(
-        "ch",
-        json!({"options": {"args": [format!("sleep 60; {}", write_script(data))]}}),
-    )
-    .await;
+    t.patch_spec("ch", json!({"options": {"args": [slow_script(60, data)]}}))
+        .await;
     t.eventually("the slow syncer pod", SYNC, || async {
         t.pods().get_opt("ch").await.unwrap().map(|_| ())
     })
@@ -476,11 +473,8 @@ async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
 async fn a_restarted_operator_finishes_the_sync_without_a_second_pod() {
     let mut t = TestNs::started("restart", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
-    t.create_channel(
-        "ch",
-        custom_spec(&format!("sleep 6; {}", write_script(&data))),
-    )
-    .await;
+    t.create_channel("ch", custom_spec(&slow_script(6, &data)))
+        .await;
     // Killed once its pod is recorded in the status (the proof that the operator made it):
     // a pod it had not recorded yet, as when it dies between the two writes, is replaced
     // once after the restart, by design (docs/security.md).
@@ -503,11 +497,8 @@ async fn a_pod_of_an_operator_with_another_image_is_replaced() {
     let other = format!("docker.io/library/{}", operator_image());
     t.start_operator(&[&format!("--operator-image={other}")]);
     let data = channel_data(&[("a", "v1")]);
-    t.create_channel(
-        "ch",
-        custom_spec(&format!("sleep 8; {}", write_script(&data))),
-    )
-    .await;
+    t.create_channel("ch", custom_spec(&slow_script(8, &data)))
+        .await;
     let old = t
         .eventually("the first syncer pod", SYNC, || async {
             t.pods().get_opt("ch").await.unwrap()

@@ -21,7 +21,7 @@ const SYNC: Duration = Duration::from_secs(120);
 /// A custom channel whose runner sleeps `seconds`, then writes one version named `version`.
 fn slow_spec(seconds: u32, version: &str) -> Value {
     let data = channel_data(&[(version, "v1")]);
-    let mut spec = custom_spec(&format!("sleep {seconds}; {}", write_script(&data)));
+    let mut spec = custom_spec(&slow_script(seconds, &data));
     spec["options"]["timeout"] = json!("20m");
     spec
 }
@@ -92,6 +92,14 @@ fn is_queued(ch: &ManagedOSVersionChannel) -> bool {
     reconciling_message(ch).contains("waiting for a free sync slot")
 }
 
+/// Waits until channel `name` says it waits for a free sync slot.
+async fn wait_channel_queued(t: &TestNs, name: &str) {
+    t.eventually(&format!("{name} to wait for a slot"), SYNC, || async {
+        is_queued(&t.channel(name).await).then_some(())
+    })
+    .await;
+}
+
 async fn all_channels(t: &TestNs) -> Vec<ManagedOSVersionChannel> {
     t.channels()
         .list(&ListParams::default())
@@ -139,10 +147,7 @@ async fn channels_deleted_mid_sync_free_their_slots() {
     }
     t.create_channel("slow-3", slow_spec(900, "slow-3-v1"))
         .await;
-    t.eventually("slow-3 to wait for a slot", SYNC, || async {
-        is_queued(&t.channel("slow-3").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "slow-3").await;
     for name in ["slow-1", "slow-2", "slow-3"] {
         t.channels()
             .delete(name, &DeleteParams::default())
@@ -182,10 +187,7 @@ async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel
         .await;
     wait_running(&t, &t.pods(), "kept").await;
     t.create_channel("next", slow_spec(0, "next-v1")).await;
-    t.eventually("next to wait for the slot", SYNC, || async {
-        is_queued(&t.channel("next").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "next").await;
     t.wait_ready("kept", "FailedToSync", SYNC).await;
     t.wait_ready("next", "Synchronized", SYNC).await;
     // A waiting channel looks for a free slot every 30 s anyway; what it must not need is
@@ -305,10 +307,7 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
         .await;
     wait_running(&t, &t.pods(), "blocker").await;
     t.create_channel("waiter", slow_spec(0, "waiter-v1")).await;
-    t.eventually("waiter to wait for a slot", SYNC, || async {
-        is_queued(&t.channel("waiter").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "waiter").await;
     // Saying that it waits was its last request (a status write); let it settle.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let log_path = t.log_path(1);

@@ -89,6 +89,12 @@ pub fn custom_spec(script: &str) -> Value {
     })
 }
 
+/// A runner script that waits `secs` seconds before writing `data` (so that a sync under
+/// way can be watched).
+pub fn slow_script(secs: u32, data: &Value) -> String {
+    format!("sleep {secs}; {}", write_script(data))
+}
+
 /// A runner script that writes `data` to /output/data.
 pub fn write_script(data: &Value) -> String {
     let text = data.to_string();

@@ -31,8 +31,9 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// The one `error:` line a refused run prints.
-fn one_error(o: &std::process::Output) -> String {
+/// The one `error:` line a run refused with exit code `code` prints.
+fn one_error(o: &std::process::Output, code: i32) -> String {
+    assert_eq!(o.status.code(), Some(code), "{}", said(o));
     let errors: Vec<String> = stderr(o)
         .lines()
         .filter(|l| l.starts_with("error:"))
@@ -90,9 +91,8 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &other.public_key_file(),
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
-        one_error(&o).contains("does not match the key"),
+        one_error(&o, 1).contains("does not match the key"),
         "{}",
         said(&o)
     );
@@ -112,8 +112,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
 
     // At the site: refused in one line, exit 1, nothing published.
     let o = mirror(&t, &[&to_dir, "--to", &site, "--verify-key", &key]);
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
-    let error = one_error(&o);
+    let error = one_error(&o, 1);
     assert!(
         error.contains("--verify-key") && error.contains("is not the signed channel's"),
         "{}",
@@ -146,9 +145,8 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &key,
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
     assert!(
-        one_error(&o).contains("no cosign signature"),
+        one_error(&o, 1).contains("no cosign signature"),
         "{}",
         said(&o)
     );
@@ -168,8 +166,7 @@ async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     let site = format!("{r}/{ns}-site");
 
     let o = mirror(&t, &[&file, "--to", &site, "--sign-key", &key]);
-    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
-    let error = one_error(&o);
+    let error = one_error(&o, 2);
     assert!(
         error.contains("--verify-key") && error.contains("--sign-unverified"),
         "{}",
