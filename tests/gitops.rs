@@ -377,15 +377,8 @@ async fn delete_namespace(t: &TestNs) {
         .delete(&t.ns, &DeleteParams::default())
         .await
         .unwrap();
-    t.eventually("the namespace to be gone", 2 * SYNC, || async {
-        namespaces
-            .get_opt(&t.ns)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&namespaces, &t.ns, "the namespace to be gone", 2 * SYNC)
+        .await;
 }
 
 #[tokio::test]

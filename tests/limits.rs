@@ -132,15 +132,8 @@ async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metada
         .delete("big", &Default::default())
         .await
         .unwrap();
-    t.eventually("the channel to go", 3 * MINUTE, || async {
-        t.channels()
-            .get_opt("big")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&t.channels(), "big", "the channel to go", 3 * MINUTE)
+        .await;
     let (_, peak) = rss_kib(pid);
     // Every version stays, orphaned: no owner, flagged, the channel it came from named.
     let versions = t.versions().await;
@@ -261,15 +254,8 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         .delete("ch", &Default::default())
         .await
         .unwrap();
-    t.eventually("the channel to go", MINUTE, || async {
-        t.channels()
-            .get_opt("ch")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&t.channels(), "ch", "the channel to go", MINUTE)
+        .await;
     let took = start.elapsed().as_secs_f64();
     let (orphaned, paced_after) = write_counts(port, "orphan_version").await;
     assert_eq!(orphaned, 30.0);

@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use rancheros_operator::api::ManagedOSVersionChannel;
@@ -170,16 +170,8 @@ fn pod_started_line(log: &str, channel: &str) -> Option<String> {
 #[tokio::test]
 async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel() {
     let mut t = TestNs::new("kept-pod-frees-slot").await;
-    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "source-token"},
-        "stringData": {"TOKEN": "unused"}
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_secret("source-token", None, json!({"TOKEN": "unused"}))
+        .await;
     t.start_operator(&["--max-concurrent-syncs=1"]);
     // A runner that reads a Secret and fails: its pod is kept for its log. The pod's phase
     // turns Failed a moment after the failure is decided; only then is the slot free.
@@ -371,16 +363,8 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
         .unwrap()
         .subsec_nanos();
     let token = format!("s3cr3t-{nanos:x}");
-    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "source-token"},
-        "stringData": {"TOKEN": token}
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_secret("source-token", None, json!({"TOKEN": token}))
+        .await;
     // Failed pods kept for their log are finished: they hold no sync slot, so the six
     // channels below all get theirs with two slots.
     t.start_operator(&["--max-concurrent-syncs=2"]);
