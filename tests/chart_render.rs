@@ -176,17 +176,22 @@ fn verbs(cell: &str) -> Value {
     json!(cell.split(',').map(str::trim).collect::<Vec<_>>())
 }
 
+/// The RBAC rule of a docs table's cells: API group, resource, verbs.
+fn rule(group: &str, resource: &str, verbs_cell: &str) -> Value {
+    json!({
+        "apiGroups": [unquote(group)],
+        "resources": [unquote(resource)],
+        "verbs": verbs(verbs_cell),
+    })
+}
+
 /// The rules of a docs table with the columns API group | resource | verbs | why.
 fn rules_table(doc: &str, heading: &str) -> Vec<Value> {
     markdown_table(doc, heading)
         .iter()
         .map(|row| {
             assert_eq!(row.len(), 4, "{row:?}");
-            json!({
-                "apiGroups": [unquote(&row[0])],
-                "resources": [unquote(&row[1])],
-                "verbs": verbs(&row[2]),
-            })
+            rule(&row[0], &row[1], &row[2])
         })
         .collect()
 }
@@ -227,11 +232,7 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
     .iter()
     .map(|row| {
         assert_eq!(row.len(), 4, "{row:?}");
-        let mut rule = json!({
-            "apiGroups": [unquote(&row[0])],
-            "resources": [unquote(&row[1])],
-            "verbs": verbs(&row[3]),
-        });
+        let mut rule = rule(&row[0], &row[1], &row[3]);
         if row[2] == "the Lease" {
             rule["resourceNames"] = json!([FULL_NAME]);
         } else {
@@ -250,12 +251,14 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
         .iter()
         .map(|row| {
             assert_eq!(row.len(), 5, "{row:?}");
-            json!({
-                "apiGroups": [unquote(&row[0])],
-                "resources": [unquote(&row[1])],
-                "resourceNames": row[2].split(',').map(|n| unquote(n.trim())).collect::<Vec<_>>(),
-                "verbs": verbs(&row[3]),
-            })
+            let mut rule = rule(&row[0], &row[1], &row[3]);
+            rule["resourceNames"] = json!(
+                row[2]
+                    .split(',')
+                    .map(|n| unquote(n.trim()))
+                    .collect::<Vec<_>>()
+            );
+            rule
         })
         .collect();
     assert_eq!(
