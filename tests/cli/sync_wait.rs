@@ -50,8 +50,7 @@ async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     assert_eq!(ch.status.unwrap().sync_requested_at, Some(asked));
 
     // Again, with nothing new: said so.
-    let o = cli(&["sync", &target, "--wait"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait"], 0).await;
     assert!(
         stdout(&o).ends_with(
             ": Synchronized: synchronized 3 versions (no changes)\n  no version was changed\n"
@@ -71,8 +70,7 @@ async fn sync_wait_of_a_failing_runner_exits_1_with_the_reason_of_a_new_attempt(
     assert_eq!(failed_attempts(&first), 1);
 
     let target = format!("{}/bad", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "4m"], 1).await;
     let error = failed_runner_error(&o, &target);
     assert!(error.contains("no channel data here"), "{error}");
     assert_eq!(stdout(&o), "");
@@ -89,8 +87,7 @@ async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
     // No operator watches this namespace.
     let (t, target) = unwatched_channel("cli-sync-timeout", configmap_spec("v")).await;
     let started = Instant::now();
-    let o = cli(&["sync", &target, "--wait", "--timeout", "5s"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "5s"], 1).await;
     assert!(started.elapsed() >= Duration::from_secs(5));
     assert_eq!(
         error_lines(&o),
@@ -108,13 +105,11 @@ async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
 #[tokio::test]
 async fn sync_without_wait_only_requests() {
     let (t, target) = unwatched_channel("cli-sync-nowait", configmap_spec("v")).await;
-    let o = cli(&["sync", &target], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target], 0).await;
     assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
     let first = t.channel("ch").await.annotations()[SYNC_REQUESTED_AT_ANNOTATION].clone();
     // Each run writes a fresh value: each is a new request.
-    let o = cli(&["sync", "ch", "-n", &t.ns], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    cli_exit(&["sync", "ch", "-n", &t.ns], 0).await;
     let second = t.channel("ch").await.annotations()[SYNC_REQUESTED_AT_ANNOTATION].clone();
     assert_ne!(first, second);
     t.cleanup().await;
@@ -263,8 +258,7 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
     spec["suspend"] = json!(true);
     let (t, target) = unwatched_channel("cli-sync-suspended", spec).await;
     // No operator runs, and none would sync it: the answer does not wait for the timeout.
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "4m"], 1).await;
     assert_eq!(
         error_lines(&o),
         [format!(
@@ -272,8 +266,7 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
         )]
     );
     // Without --wait: requested, and warned.
-    let o = cli(&["sync", &target], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target], 0).await;
     assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
     assert_eq!(
         stderr(&o),
