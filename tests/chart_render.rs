@@ -216,13 +216,16 @@ const FULL_NAME: &str = "rel-rancheros-operator";
 fn docs_rbac_tables_are_the_rendered_charts_rules() {
     let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
     let docs = render(&[]);
-    let rendered = |kind: &str, name: &str| find(&docs, kind, name)["rules"].clone();
+    // The table (`what` in the failure) is the rules of the rendered `kind` `name`.
+    let is_rendered = |documented: Vec<Value>, kind: &str, name: &str, what: &str| {
+        assert_eq!(
+            Value::Array(documented),
+            find(&docs, kind, name)["rules"],
+            "docs/install.md's {what} differs from the rendered chart's {kind}"
+        );
+    };
     let documented = rules_table(&doc, "In every watched namespace (a Role there)");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", FULL_NAME),
-        "docs/install.md's RBAC table differs from the rendered chart's ClusterRole"
-    );
+    is_rendered(documented, "ClusterRole", FULL_NAME, "RBAC table");
     // Columns: API group | resource | names | verbs; "the Lease" is the Lease's name (by
     // default the release's full name).
     let documented: Vec<Value> = markdown_table(
@@ -241,10 +244,11 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
         rule
     })
     .collect();
-    assert_eq!(
-        Value::Array(documented),
-        rendered("Role", &format!("{FULL_NAME}-leader-election")),
-        "docs/install.md's Lease table differs from the rendered chart's Role"
+    is_rendered(
+        documented,
+        "Role",
+        &format!("{FULL_NAME}-leader-election"),
+        "Lease table",
     );
     // Columns: API group | resource | names | verbs | why; the names comma separated.
     let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
@@ -261,22 +265,25 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
             rule
         })
         .collect();
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-crds")),
-        "docs/install.md's cluster-wide CRD table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-crds"),
+        "cluster-wide CRD table",
     );
     let documented = rules_table(&doc, "Cluster-wide and read only, in every mode");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-admission")),
-        "docs/install.md's admission watch table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-admission"),
+        "admission watch table",
     );
     let documented = rules_table(&doc, "Cluster-wide unless `metrics.insecure`");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-metrics-auth")),
-        "docs/install.md's metrics review table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-metrics-auth"),
+        "metrics review table",
     );
 }
 
