@@ -401,8 +401,7 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     ch = t.wait_next_attempt("ch", &ch, SYNC).await;
     assert_eq!(t.pods_created(), 4, "the spec change syncs once");
     t.wait_no_pods(SYNC).await;
-    t.request_sync("ch", "2026-11-30T10:00:00Z").await;
-    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    ch = t.sync_again("ch", "2026-11-30T10:00:00Z", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
     assert_eq!(
@@ -412,8 +411,7 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     );
     // Nothing else starts a sync. A barrier proves it: one more request makes exactly one
     // more pod; a stray sync in between would have made two.
-    t.request_sync("ch", "2026-11-30T11:00:00Z").await;
-    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    ch = t.sync_again("ch", "2026-11-30T11:00:00Z", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
     assert_eq!(t.pods_created(), 6, "a sync nobody asked for");

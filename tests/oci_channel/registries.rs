@@ -93,8 +93,7 @@ async fn resync(
     why: &str,
 ) -> rancheros_operator::api::ManagedOSVersionChannel {
     let before = t.channel(name).await;
-    t.request_sync(name, why).await;
-    t.wait_next_attempt(name, &before, SYNC).await
+    t.sync_again(name, why, &before, SYNC).await
 }
 
 #[tokio::test]

@@ -16,8 +16,7 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
 
     // An on-demand resync of a healthy channel: a routine one.
     let recorder = Recorder::start(&t, "ch").await;
-    t.request_sync("ch", "routine").await;
-    t.wait_next_attempt("ch", &synced, SYNC).await;
+    t.sync_again("ch", "routine", &synced, SYNC).await;
     // The recorder's watch may be a moment behind the read that saw the outcome: the sync
     // seen, then a state after it.
     t.eventually(
