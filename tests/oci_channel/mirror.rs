@@ -115,6 +115,15 @@ fn fresh_bundle(name: &str) -> (PathBuf, String) {
     (bundle, to_dir)
 }
 
+/// Pushes an amd64 image of `layers` (laid out in `layout`) to the test registry as
+/// `repo:1.0`, the tag these tests' upgrade images have; the layout.
+fn push_os_image(layout: &str, layers: &[Layer], repo: &str) -> Layout {
+    let l = Layout::new(layout);
+    let desc = l.image(layers, "amd64");
+    l.push(desc, repo, "1.0");
+    l
+}
+
 /// Channel data of one version, `name`, upgrading to `image`.
 fn upgrading_to(name: &str, image: &str) -> Value {
     let mut data = elemental(&[name]);
@@ -128,9 +137,11 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     let ns = t.ns.clone();
     let r = registry();
     // The upgrade images: one single-arch, one index of two architectures, signed.
-    let single = Layout::new(&format!("{ns}-single"));
-    let desc = single.image(&[gz_layer(&rootfs())], "amd64");
-    single.push(desc, &format!("{ns}/os-single"), "1.0");
+    push_os_image(
+        &format!("{ns}-single"),
+        &[gz_layer(&rootfs())],
+        &format!("{ns}/os-single"),
+    );
     let multi = Layout::new(&format!("{ns}-multi"));
     let amd = multi.image(&[gz_layer(&rootfs())], "amd64");
     let arm = multi.image(&[gz_layer(&tar_of(&[("etc/arch", b"arm64")]))], "arm64");
@@ -443,9 +454,11 @@ async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
     let t = TestNs::new("mirror-resume").await;
     let ns = t.ns.clone();
     let r = registry();
-    let l = Layout::new(&format!("{ns}-big"));
-    let desc = l.image(&[gz_layer(&rootfs()), noise_layer(64)], "amd64");
-    l.push(desc, &format!("{ns}/os-big"), "1.0");
+    let l = push_os_image(
+        &format!("{ns}-big"),
+        &[gz_layer(&rootfs()), noise_layer(64)],
+        &format!("{ns}/os-big"),
+    );
     let _ = std::fs::remove_dir_all(&l.dir);
     let data = upgrading_to("big", &format!("{r}/{ns}/os-big:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &data);

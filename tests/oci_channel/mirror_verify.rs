@@ -8,9 +8,11 @@ use super::*;
 
 /// An upgrade image pushed to `<ns>/os:1.0`, and a channel of one version upgrading to it.
 fn channel_of(ns: &str) -> Value {
-    let os = Layout::new(&format!("{ns}-os"));
-    let desc = os.image(&[gz_layer(&rootfs())], "amd64");
-    os.push(desc, &format!("{ns}/os"), "1.0");
+    push_os_image(
+        &format!("{ns}-os"),
+        &[gz_layer(&rootfs())],
+        &format!("{ns}/os"),
+    );
     upgrading_to("v1", &format!("{}/{ns}/os:1.0", registry()))
 }
 
@@ -31,16 +33,16 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// The one `error:` line a run refused with exit code `code` prints.
-fn one_error(o: &std::process::Output, code: i32) -> String {
+/// Asserts that the run was refused with exit code `code`, in one `error:` line saying
+/// each of `says`.
+fn refused(o: &std::process::Output, code: i32, says: &[&str]) {
     assert_eq!(o.status.code(), Some(code), "{}", said(o));
-    let errors: Vec<String> = stderr(o)
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .map(str::to_string)
-        .collect();
+    let text = stderr(o);
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{}", said(o));
-    errors[0].clone()
+    for part in says {
+        assert!(errors[0].contains(part), "{part:?} missing: {}", said(o));
+    }
 }
 
 #[tokio::test]
@@ -91,19 +93,17 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &other.public_key_file(),
         ],
     );
-    assert!(
-        one_error(&o, 1).contains("does not match the key"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["does not match the key"]);
     assert!(!exists(&format!("{site}/{ns}/channel:v1")), "{}", said(&o));
 
     // The edit: another channel, naming an image of the editor's, mirrored into the same
     // bundle under the channel's name: new data and manifest, the entry repointed; the
     // signed channel and its signature are still beside it.
-    let evil = Layout::new(&format!("{ns}-evil"));
-    let desc = evil.image(&[gz_layer(&tar_of(&[("etc/evil", b"1")]))], "amd64");
-    evil.push(desc, &format!("{ns}/evil"), "1.0");
+    push_os_image(
+        &format!("{ns}-evil"),
+        &[gz_layer(&tar_of(&[("etc/evil", b"1")]))],
+        &format!("{ns}/evil"),
+    );
     let mut edited = data.clone();
     edited[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/evil:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &edited);
@@ -112,12 +112,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
 
     // At the site: refused in one line, exit 1, nothing published.
     let o = mirror(&t, &[&to_dir, "--to", &site, "--verify-key", &key]);
-    let error = one_error(&o, 1);
-    assert!(
-        error.contains("--verify-key") && error.contains("is not the signed channel's"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["--verify-key", "is not the signed channel's"]);
     assert!(!exists(&format!("{site}/{ns}/channel:v1")), "{}", said(&o));
     assert!(!exists(&format!("{site}/{ns}/evil:1.0")), "{}", said(&o));
     let evil_digest = raw_digest(&format!("{r}/{ns}/evil:1.0"));
@@ -145,11 +140,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &key,
         ],
     );
-    assert!(
-        one_error(&o, 1).contains("no cosign signature"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["no cosign signature"]);
     assert!(!other_dir.join("index.json").exists(), "{}", said(&o));
     t.cleanup().await;
 }
@@ -166,12 +157,7 @@ async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     let site = format!("{r}/{ns}-site");
 
     let o = mirror(&t, &[&file, "--to", &site, "--sign-key", &key]);
-    let error = one_error(&o, 2);
-    assert!(
-        error.contains("--verify-key") && error.contains("--sign-unverified"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 2, &["--verify-key", "--sign-unverified"]);
     assert_eq!(stderr(&o).lines().count(), 1, "{}", said(&o));
     assert!(o.stdout.is_empty(), "{}", said(&o));
     // Told: signed; the channel is copied now, so the refused run published nothing.
