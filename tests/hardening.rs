@@ -78,14 +78,12 @@ async fn hostile_uris_leave_the_operator_running_and_other_channels_syncing() {
 
 #[tokio::test]
 async fn a_quota_that_refuses_the_third_of_five_new_versions_leaves_all_five_absent() {
-    let mut t = TestNs::new("quota-undo").await;
-    create_quota(
-        &t,
+    let t = TestNs::started_under_quota(
+        "quota-undo",
         "versions",
         json!({"count/managedosversions.rancheros.cattle.io": "2"}),
     )
     .await;
-    t.start_operator(&[]);
     let five = channel_data(&[
         ("v-1", "1"),
         ("v-2", "2"),

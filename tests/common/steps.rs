@@ -21,6 +21,15 @@ impl TestNs {
         t
     }
 
+    /// [`TestNs::new`] with the ResourceQuota `quota` of `hard` counted, then the operator
+    /// started: its watches see the quota from the start.
+    pub async fn started_under_quota(test: &str, quota: &str, hard: Value) -> Self {
+        let mut t = Self::new(test).await;
+        super::create_quota(&t, quota, hard).await;
+        t.start_operator(&[]);
+        t
+    }
+
     /// A custom channel whose runner prints `data` (as [`super::channel_data`] makes it).
     pub async fn create_custom(&self, name: &str, data: &Value) -> ManagedOSVersionChannel {
         self.create_channel(name, custom_spec(&write_script(data)))
