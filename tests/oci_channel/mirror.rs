@@ -115,10 +115,10 @@ fn fresh_bundle(name: &str) -> (PathBuf, String) {
     (bundle, to_dir)
 }
 
-/// Pushes an amd64 image of `layers` (laid out in `layout`) to the test registry as
-/// `repo:1.0`, the tag these tests' upgrade images have; the layout.
-fn push_os_image(layout: &str, layers: &[Layer], repo: &str) -> Layout {
-    let l = Layout::new(layout);
+/// Pushes an amd64 image of `layers` to the test registry as `repo:1.0`, the tag these
+/// tests' upgrade images have; the layout it was made in.
+fn push_os_image(repo: &str, layers: &[Layer]) -> Layout {
+    let l = Layout::new(&repo.replace('/', "-"));
     let desc = l.image(layers, "amd64");
     l.push(desc, repo, "1.0");
     l
@@ -137,11 +137,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     let ns = t.ns.clone();
     let r = registry();
     // The upgrade images: one single-arch, one index of two architectures, signed.
-    push_os_image(
-        &format!("{ns}-single"),
-        &[gz_layer(&rootfs())],
-        &format!("{ns}/os-single"),
-    );
+    push_os_image(&format!("{ns}/os-single"), &[gz_layer(&rootfs())]);
     let multi = Layout::new(&format!("{ns}-multi"));
     let amd = multi.image(&[gz_layer(&rootfs())], "amd64");
     let arm = multi.image(&[gz_layer(&tar_of(&[("etc/arch", b"arm64")]))], "arm64");
@@ -455,9 +451,8 @@ async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
     let ns = t.ns.clone();
     let r = registry();
     let l = push_os_image(
-        &format!("{ns}-big"),
-        &[gz_layer(&rootfs()), noise_layer(64)],
         &format!("{ns}/os-big"),
+        &[gz_layer(&rootfs()), noise_layer(64)],
     );
     let _ = std::fs::remove_dir_all(&l.dir);
     let data = upgrading_to("big", &format!("{r}/{ns}/os-big:1.0"));

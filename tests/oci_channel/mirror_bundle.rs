@@ -22,11 +22,7 @@ async fn a_bundle_renamed_out_of_the_prefix_or_missing_a_blob_is_refused_or_repa
     let t = TestNs::new("mirror-bundle").await;
     let ns = t.ns.clone();
     let r = registry();
-    push_os_image(
-        &format!("{ns}-img"),
-        &[gz_layer(&rootfs())],
-        &format!("{ns}/os"),
-    );
+    push_os_image(&format!("{ns}/os"), &[gz_layer(&rootfs())]);
     let data = upgrading_to("one", &format!("{r}/{ns}/os:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &data);
     let source = format!("{r}/{ns}/channel:v1");

@@ -8,11 +8,7 @@ use super::*;
 
 /// An upgrade image pushed to `<ns>/os:1.0`, and a channel of one version upgrading to it.
 fn channel_of(ns: &str) -> Value {
-    push_os_image(
-        &format!("{ns}-os"),
-        &[gz_layer(&rootfs())],
-        &format!("{ns}/os"),
-    );
+    push_os_image(&format!("{ns}/os"), &[gz_layer(&rootfs())]);
     upgrading_to("v1", &format!("{}/{ns}/os:1.0", registry()))
 }
 
@@ -100,9 +96,8 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     // bundle under the channel's name: new data and manifest, the entry repointed; the
     // signed channel and its signature are still beside it.
     push_os_image(
-        &format!("{ns}-evil"),
-        &[gz_layer(&tar_of(&[("etc/evil", b"1")]))],
         &format!("{ns}/evil"),
+        &[gz_layer(&tar_of(&[("etc/evil", b"1")]))],
     );
     let mut edited = data.clone();
     edited[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/evil:1.0"));
