@@ -8,32 +8,17 @@
 //! Versions are shaped like published channel data (free-form `displayName`, `platforms`,
 //! `created` in `spec.metadata`). A report, not a test: it prints figures and a ratio.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::Ordering;
 
 use kube::runtime::watcher::Event;
 
+use common::counting::LIVE;
+use common::published_spec;
 use rancheros_operator::api::ManagedOSVersion;
 use rancheros_operator::controller::versions::index::VersionIndex;
 use rancheros_operator::controller::versions::meta::VersionMeta;
-
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts the bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 const VERSIONS: usize = 10_000;
 
@@ -73,15 +58,7 @@ fn from_the_api_server(i: usize) -> String {
                 }
             }]
         },
-        "spec": {
-            "version": format!("v1.{i}"), "type": "container", "minVersion": "0.0.0",
-            "metadata": {
-                "upgradeImage": format!("registry.example.com/os/sle-micro:v1.{i}"),
-                "displayName": format!("SLE Micro v1.{i}"),
-                "platforms": ["linux/amd64", "linux/arm64"],
-                "created": "2026-11-01T10:00:00Z"
-            }
-        }
+        "spec": published_spec(i)
     })
     .to_string()
 }

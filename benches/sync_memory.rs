@@ -13,51 +13,27 @@
 //! per shape, its ratio to the data's size (the baseline, measured in the same run), and
 //! what the decision keeps for the writes (the planned versions).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
+
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::counting::{LIVE, PEAK};
+use common::published_spec;
 use k8s_openapi::jiff::Timestamp;
 use rancheros_operator::api::{ManagedOSVersionChannel, ManagedOSVersionChannelStatus};
 use rancheros_operator::syncer::frame as display;
 use rancheros_operator::syncer::{self, Effect, Observation, Settings};
 use serde_json::{Value, json};
 
-struct Counting;
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts the bytes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
 const MAX_OUTPUT: usize = 16 << 20;
 
 fn version(i: usize, metadata_bytes: usize) -> Value {
+    let mut spec = published_spec(i);
+    spec["metadata"]["notes"] = json!("x".repeat(metadata_bytes));
     json!({
         "metadata": {"name": format!("v1-{i}"), "labels": {"os": "sle-micro"}},
-        "spec": {
-            "version": format!("v1.{i}"), "type": "container", "minVersion": "0.0.0",
-            "metadata": {
-                "upgradeImage": format!("registry.example.com/os/sle-micro:v1.{i}"),
-                "displayName": format!("SLE Micro v1.{i}"),
-                "platforms": ["linux/amd64", "linux/arm64"],
-                "created": "2026-11-01T10:00:00Z",
-                "notes": "x".repeat(metadata_bytes),
-            }
-        }
+        "spec": spec
     })
 }
 

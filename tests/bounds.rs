@@ -38,6 +38,13 @@ fn synced_spec() -> Value {
     custom_spec(&write_script(&channel_data(&[("a", "v1")])))
 }
 
+/// [`synced_spec`] with `upgradeContainer`.
+fn with_upgrade_container(upgrade_container: Value) -> Value {
+    let mut spec = synced_spec();
+    spec["upgradeContainer"] = upgrade_container;
+    spec
+}
+
 /// The value that overflowed `timeout + 60s` when a syncer pod was built (the operator
 /// exited 101, on every restart), and a sync interval of the same size. The API server
 /// refuses both; should an object get in (a CRD from before the rules), the operator
@@ -340,43 +347,39 @@ async fn a_100_character_channel_name_is_refused_at_apply() {
 async fn an_unknown_option_key_or_an_option_of_another_type_is_refused_at_kubectl_apply() {
     let t = TestNs::new("unknown-options").await;
     install_crds(&t.client).await;
+    let refused = |name: &str, spec: Value, says: &str| {
+        let err = kubectl_apply(&t, &channel_object(name, spec)).unwrap_err();
+        assert!(err.contains(says), "{err}");
+    };
     let mut spec = synced_spec();
     spec["options"]["imagePullPolicyy"] = json!("Never");
-    let err = kubectl_apply(&t, &channel_object("typo", spec)).unwrap_err();
-    assert!(
-        err.contains("unknown field \"spec.options.imagePullPolicyy\""),
-        "{err}"
+    refused(
+        "typo",
+        spec,
+        "unknown field \"spec.options.imagePullPolicyy\"",
     );
-    let mut spec = synced_spec();
-    spec["upgradeContainer"] = json!({"image": "u", "imagee": "v"});
-    let err = kubectl_apply(&t, &channel_object("typo2", spec)).unwrap_err();
-    assert!(
-        err.contains("unknown field \"spec.upgradeContainer.imagee\""),
-        "{err}"
+    refused(
+        "typo2",
+        with_upgrade_container(json!({"image": "u", "imagee": "v"})),
+        "unknown field \"spec.upgradeContainer.imagee\"",
     );
     // The system-upgrade-controller's container: `imagePullPolicy` is none of its fields;
     // `envs` and the old `env` are, but not both.
-    let mut spec = synced_spec();
-    spec["upgradeContainer"] = json!({"image": "u", "imagePullPolicy": "Always"});
-    let err = kubectl_apply(&t, &channel_object("pull-policy", spec)).unwrap_err();
-    assert!(
-        err.contains("unknown field \"spec.upgradeContainer.imagePullPolicy\""),
-        "{err}"
+    refused(
+        "pull-policy",
+        with_upgrade_container(json!({"image": "u", "imagePullPolicy": "Always"})),
+        "unknown field \"spec.upgradeContainer.imagePullPolicy\"",
     );
     let vars = json!([{"name": "FORCE", "value": "true"}]);
-    let mut spec = synced_spec();
-    spec["upgradeContainer"] = json!({"envs": vars, "env": vars});
-    let err = kubectl_apply(&t, &channel_object("both-envs", spec)).unwrap_err();
-    assert!(
-        err.contains(
-            "spec.upgradeContainer has both `envs` and `env`, its old spelling: give only `envs`"
-        ),
-        "{err}"
+    refused(
+        "both-envs",
+        with_upgrade_container(json!({"envs": vars, "env": vars})),
+        "spec.upgradeContainer has both `envs` and `env`, its old spelling: give only `envs`",
     );
     for (name, key) in [("envs", "envs"), ("old-env", "env")] {
-        let mut spec = synced_spec();
-        spec["upgradeContainer"] =
-            json!({key: vars, "volumes": [{"name": "h", "source": "/", "destination": "/host"}]});
+        let spec = with_upgrade_container(
+            json!({key: vars, "volumes": [{"name": "h", "source": "/", "destination": "/host"}]}),
+        );
         kubectl_apply(&t, &channel_object(name, spec.clone())).unwrap();
         // Stored as given: nothing pruned.
         let stored = t.channels().get(name).await.unwrap();
@@ -385,16 +388,14 @@ async fn an_unknown_option_key_or_an_option_of_another_type_is_refused_at_kubect
             spec["upgradeContainer"]
         );
     }
-    let json_with_image = json!({"type": "json", "options": {"uri": "https://x", "image": "i"}});
-    let err = kubectl_apply(&t, &channel_object("mixed", json_with_image)).unwrap_err();
-    assert!(
-        err.contains("spec.options of a json channel takes only: uri, timeout"),
-        "{err}"
+    refused(
+        "mixed",
+        json!({"type": "json", "options": {"uri": "https://x", "image": "i"}}),
+        "spec.options of a json channel takes only: uri, timeout",
     );
     let mut spec = synced_spec();
     spec["registry"] = json!("r".repeat(513));
-    let err = kubectl_apply(&t, &channel_object("long-registry", spec)).unwrap_err();
-    assert!(err.contains("spec.registry: Too long"), "{err}");
+    refused("long-registry", spec, "spec.registry: Too long");
     kubectl_apply(&t, &channel_object("fine", synced_spec())).unwrap();
     t.cleanup().await;
 }
@@ -409,11 +410,10 @@ async fn a_130_deep_upgrade_container_is_pruned_and_the_channel_list_still_decod
     for _ in 0..130 {
         deep = json!({"a": deep});
     }
-    let mut spec = synced_spec();
-    spec["upgradeContainer"] =
-        json!({"image": "u", "securityContext": {"privileged": false, "a": deep}});
-    let mut mixed = synced_spec();
-    mixed["upgradeContainer"] = json!({"image": "u", "x": deep});
+    let spec = with_upgrade_container(
+        json!({"image": "u", "securityContext": {"privileged": false, "a": deep}}),
+    );
+    let mixed = with_upgrade_container(json!({"image": "u", "x": deep}));
     for (name, spec) in [("deep", spec), ("deep-top", mixed)] {
         try_create(&t, name, &spec).await.unwrap();
     }

@@ -167,8 +167,7 @@ async fn a_json_channel_reading_the_server_ends_with_exactly_what_was_published(
     );
 
     // Unchanged: the second sync is answered 304.
-    down.request_sync("down", "again").await;
-    let again = down.wait_next_attempt("down", &synced, SYNC).await;
+    let again = down.sync_again("down", "again", &synced, SYNC).await;
     let message = ready_message(&again);
     assert!(
         message.ends_with("(the source answered: not modified)"),
@@ -214,8 +213,7 @@ async fn latest_redirects_to_the_newest_tag_and_moves_with_what_is_published() {
 
     // A newer version is published: /latest moves.
     publish(&data, entry("os-v1-2-0", "v1.2.0", None));
-    t.request_sync("up", "1").await;
-    t.wait_next_attempt("up", &last, SYNC).await;
+    t.sync_again("up", "1", &last, SYNC).await;
     assert_eq!(curl(&latest), format!("302 {base}/tags/v1.2.0"));
 
     // With minAge, a newer version moves it only once it is of age.
@@ -223,8 +221,7 @@ async fn latest_redirects_to_the_newest_tag_and_moves_with_what_is_published() {
         .await;
     let last = t.wait_ready("up", "Synchronized", SYNC).await;
     publish(&data, entry("os-v1-3-0", "v1.3.0", None));
-    t.request_sync("up", "2").await;
-    let held = t.wait_next_attempt("up", &last, SYNC).await;
+    let held = t.sync_again("up", "2", &last, SYNC).await;
     assert!(
         ready_message(&held).contains("minAge 1"),
         "{}",

@@ -40,6 +40,30 @@ pub(crate) fn kubectl_json(args: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// The channels' and the versions' resource types, as kubectl and `auth can-i` name them.
+pub(crate) const CHANNELS: &str = "managedosversionchannels.rancheros.cattle.io";
+pub(crate) const VERSIONS: &str = "managedosversions.rancheros.cattle.io";
+
+/// The channel `name` in `ns`, as the API server has it.
+pub(crate) fn channel_json(ns: &str, name: &str) -> Value {
+    kubectl_json(&["get", CHANNELS, name, "--namespace", ns])
+}
+
+/// The list of the versions in `ns`.
+pub(crate) fn versions_list(ns: &str) -> Value {
+    kubectl_json(&["get", VERSIONS, "--namespace", ns])
+}
+
+/// The names of a list's items, in its order.
+pub(crate) fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 pub(crate) fn kubectl_apply(yaml: &str) {
     let mut cmd = kubectl();
     cmd.args(["apply", "-f", "-"]);
@@ -158,6 +182,29 @@ impl Release {
                 String::from_utf8_lossy(&out.stderr)
             ),
         }
+    }
+
+    /// Asserts each `(verb, resource, namespace, allowed)` of `rights` with [`Self::can_i`].
+    fn assert_rights(&self, rights: &[(&str, &str, Option<&str>, bool)]) {
+        for &(verb, resource, ns, allowed) in rights {
+            assert_eq!(
+                self.can_i(verb, resource, ns),
+                allowed,
+                "can {} {verb} {resource} in {ns:?}?",
+                self.sa()
+            );
+        }
+    }
+
+    /// The release's object `<fullname>-<suffix>` of `kind`, in its namespace.
+    pub(crate) fn object(&self, kind: &str, suffix: &str) -> Value {
+        kubectl_json(&[
+            "get",
+            kind,
+            &format!("{}-{suffix}", self.fullname()),
+            "--namespace",
+            &self.ns,
+        ])
     }
 
     pub(crate) fn operator_pods(&self) -> Value {
@@ -316,13 +363,7 @@ fn http_request(
 /// `clusterIP:port` of the release's Service `<fullname>-<suffix>` (kube-proxy routes it
 /// from this host).
 fn service_address(rel: &Release, suffix: &str) -> String {
-    let svc = kubectl_json(&[
-        "get",
-        "service",
-        &format!("{}-{suffix}", rel.fullname()),
-        "--namespace",
-        &rel.ns,
-    ]);
+    let svc = rel.object("service", suffix);
     format!(
         "{}:{}",
         svc["spec"]["clusterIP"].as_str().unwrap(),
@@ -385,21 +426,11 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
         run(kubectl().args(["get", "clusterrole", object]));
         run(kubectl().args(["get", "clusterrolebinding", object]));
     }
-    for (verb, resource, ns, allowed) in [
-        (
-            "list",
-            "managedosversionchannels.rancheros.cattle.io",
-            None,
-            true,
-        ),
+    rel.assert_rights(&[
+        ("list", CHANNELS, None, true),
         ("watch", "pods", None, true),
         ("create", "pods", Some("default"), true),
-        (
-            "patch",
-            "managedosversions.rancheros.cattle.io",
-            Some("default"),
-            true,
-        ),
+        ("patch", VERSIONS, Some("default"), true),
         ("create", "events.events.k8s.io", Some("default"), true),
         (
             "create",
@@ -417,21 +448,9 @@ fn helm_install_for_all_namespaces_binds_a_cluster_role() {
             false,
         ),
         ("create", "deployments.apps", Some("default"), false),
-        (
-            "delete",
-            "managedosversionchannels.rancheros.cattle.io",
-            None,
-            false,
-        ),
+        ("delete", CHANNELS, None, false),
         ("list", "namespaces", None, false),
-    ] {
-        assert_eq!(
-            rel.can_i(verb, resource, ns),
-            allowed,
-            "can {} {verb} {resource} in {ns:?}?",
-            rel.sa()
-        );
-    }
+    ]);
     // Reading its CRDs, and no more on CRDs, in this mode too.
     crd_rights_are_least(&rel);
     // `helm test` fails when no operator answers (none runs here), and says why.
@@ -741,6 +760,28 @@ fn readme_commands_beside_elemental(rel: &Release, watched: &str, notes: &str) {
     );
 }
 
+/// A Role `name` in `ns` of one rule (YAML, in flow style) and its RoleBinding to `users`.
+fn bound_role(ns: &str, name: &str, rule: &str, users: &[&str]) -> String {
+    let subjects: String = users
+        .iter()
+        .map(|user| {
+            format!("  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: {user}}}\n")
+        })
+        .collect();
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\n\
+         kind: Role\n\
+         metadata: {{name: {name}, namespace: {ns}}}\n\
+         rules:\n  - {rule}\n\
+         ---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\n\
+         kind: RoleBinding\n\
+         metadata: {{name: {name}, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\n\
+         subjects:\n{subjects}"
+    )
+}
+
 /// A tenant who may create channels but not read the namespace's Secrets, impersonated:
 /// the chart's ValidatingAdmissionPolicy refuses a channel whose runner references a
 /// Secret (`env[].valueFrom.secretKeyRef`, `envFrom[].secretRef`) unless its author may
@@ -781,35 +822,21 @@ kind: Secret
 metadata: {{name: token, namespace: {ns}}}
 stringData: {{token: s3cret}}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: channels, namespace: {ns}}}
-rules:
-  - apiGroups: [rancheros.cattle.io]
-    resources: [managedosversionchannels]
-    verbs: [get, list, create, update, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: channels, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: channels}}
-subjects:
-  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: tenant}}
-  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: secret-reader}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: secrets, namespace: {ns}}}
-rules:
-  - {{apiGroups: [""], resources: [secrets], verbs: [get]}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{name: secrets, namespace: {ns}}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: secrets}}
-subjects:
-  - {{apiGroup: rbac.authorization.k8s.io, kind: User, name: secret-reader}}
-"#
+{}---
+{}"#,
+        bound_role(
+            &ns,
+            "channels",
+            "{apiGroups: [rancheros.cattle.io], resources: [managedosversionchannels], \
+             verbs: [get, list, create, update, patch]}",
+            &["tenant", "secret-reader"]
+        ),
+        bound_role(
+            &ns,
+            "secrets",
+            r#"{apiGroups: [""], resources: [secrets], verbs: [get]}"#,
+            &["secret-reader"]
+        ),
     ));
     let channel = |name: &str, options: &str| {
         format!(
@@ -827,6 +854,17 @@ subjects:
         run_with_stdin(cmd, yaml)
     };
     const REFUSED: &str = "the channel references Secrets (token) and tenant may not get them all: the channel would use them";
+    let refused = |what: &str, out: Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(REFUSED),
+            "{what}: {stderr}"
+        );
+    };
+    let admitted = |what: &str, out: Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{what}: {stderr}");
+    };
     // A new policy takes effect within seconds: dry runs until it refuses.
     wait_for(
         "the policy to refuse",
@@ -840,17 +878,10 @@ subjects:
         },
     );
     for (name, options) in [("env", env), ("env-from", env_from)] {
-        let out = apply_as("tenant", &channel(name, options), false);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && stderr.contains(REFUSED),
-            "{name}: {stderr}"
-        );
-        let out = apply_as("secret-reader", &channel(name, options), false);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        refused(name, apply_as("tenant", &channel(name, options), false));
+        admitted(
+            name,
+            apply_as("secret-reader", &channel(name, options), false),
         );
     }
     // Without a Secret reference the tenant's channel is admitted (a nullable reference set
@@ -873,20 +904,14 @@ subjects:
         ),
         ("null-ref", run_with_stdin(create, &null_ref.to_string())),
     ] {
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        admitted(name, out);
     }
-    let out = apply_as(
-        "tenant",
-        &channel("env", &format!("{env}, args: [changed]")),
-        false,
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains(REFUSED),
-        "{stderr}"
+    refused(
+        "env changed",
+        apply_as(
+            "tenant",
+            &channel("env", &format!("{env}, args: [changed]")),
+            false,
+        ),
     );
 }

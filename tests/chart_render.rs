@@ -176,17 +176,22 @@ fn verbs(cell: &str) -> Value {
     json!(cell.split(',').map(str::trim).collect::<Vec<_>>())
 }
 
+/// The RBAC rule of a docs table's cells: API group, resource, verbs.
+fn rule(group: &str, resource: &str, verbs_cell: &str) -> Value {
+    json!({
+        "apiGroups": [unquote(group)],
+        "resources": [unquote(resource)],
+        "verbs": verbs(verbs_cell),
+    })
+}
+
 /// The rules of a docs table with the columns API group | resource | verbs | why.
 fn rules_table(doc: &str, heading: &str) -> Vec<Value> {
     markdown_table(doc, heading)
         .iter()
         .map(|row| {
             assert_eq!(row.len(), 4, "{row:?}");
-            json!({
-                "apiGroups": [unquote(&row[0])],
-                "resources": [unquote(&row[1])],
-                "verbs": verbs(&row[2]),
-            })
+            rule(&row[0], &row[1], &row[2])
         })
         .collect()
 }
@@ -211,13 +216,16 @@ const FULL_NAME: &str = "rel-rancheros-operator";
 fn docs_rbac_tables_are_the_rendered_charts_rules() {
     let doc = std::fs::read_to_string(root().join("docs/install.md")).unwrap();
     let docs = render(&[]);
-    let rendered = |kind: &str, name: &str| find(&docs, kind, name)["rules"].clone();
+    // The table (`what` in the failure) is the rules of the rendered `kind` `name`.
+    let is_rendered = |documented: Vec<Value>, kind: &str, name: &str, what: &str| {
+        assert_eq!(
+            Value::Array(documented),
+            find(&docs, kind, name)["rules"],
+            "docs/install.md's {what} differs from the rendered chart's {kind}"
+        );
+    };
     let documented = rules_table(&doc, "In every watched namespace (a Role there)");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", FULL_NAME),
-        "docs/install.md's RBAC table differs from the rendered chart's ClusterRole"
-    );
+    is_rendered(documented, "ClusterRole", FULL_NAME, "RBAC table");
     // Columns: API group | resource | names | verbs; "the Lease" is the Lease's name (by
     // default the release's full name).
     let documented: Vec<Value> = markdown_table(
@@ -227,11 +235,7 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
     .iter()
     .map(|row| {
         assert_eq!(row.len(), 4, "{row:?}");
-        let mut rule = json!({
-            "apiGroups": [unquote(&row[0])],
-            "resources": [unquote(&row[1])],
-            "verbs": verbs(&row[3]),
-        });
+        let mut rule = rule(&row[0], &row[1], &row[3]);
         if row[2] == "the Lease" {
             rule["resourceNames"] = json!([FULL_NAME]);
         } else {
@@ -240,40 +244,46 @@ fn docs_rbac_tables_are_the_rendered_charts_rules() {
         rule
     })
     .collect();
-    assert_eq!(
-        Value::Array(documented),
-        rendered("Role", &format!("{FULL_NAME}-leader-election")),
-        "docs/install.md's Lease table differs from the rendered chart's Role"
+    is_rendered(
+        documented,
+        "Role",
+        &format!("{FULL_NAME}-leader-election"),
+        "Lease table",
     );
     // Columns: API group | resource | names | verbs | why; the names comma separated.
     let documented: Vec<Value> = markdown_table(&doc, "Cluster-wide, in every mode (a ClusterRole")
         .iter()
         .map(|row| {
             assert_eq!(row.len(), 5, "{row:?}");
-            json!({
-                "apiGroups": [unquote(&row[0])],
-                "resources": [unquote(&row[1])],
-                "resourceNames": row[2].split(',').map(|n| unquote(n.trim())).collect::<Vec<_>>(),
-                "verbs": verbs(&row[3]),
-            })
+            let mut rule = rule(&row[0], &row[1], &row[3]);
+            rule["resourceNames"] = json!(
+                row[2]
+                    .split(',')
+                    .map(|n| unquote(n.trim()))
+                    .collect::<Vec<_>>()
+            );
+            rule
         })
         .collect();
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-crds")),
-        "docs/install.md's cluster-wide CRD table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-crds"),
+        "cluster-wide CRD table",
     );
     let documented = rules_table(&doc, "Cluster-wide and read only, in every mode");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-admission")),
-        "docs/install.md's admission watch table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-admission"),
+        "admission watch table",
     );
     let documented = rules_table(&doc, "Cluster-wide unless `metrics.insecure`");
-    assert_eq!(
-        Value::Array(documented),
-        rendered("ClusterRole", &format!("{FULL_NAME}-metrics-auth")),
-        "docs/install.md's metrics review table differs from the rendered chart's ClusterRole"
+    is_rendered(
+        documented,
+        "ClusterRole",
+        &format!("{FULL_NAME}-metrics-auth"),
+        "metrics review table",
     );
 }
 

@@ -206,6 +206,13 @@ async fn cli(args: &[&str], limit: Duration) -> Output {
     cli_env(args, &[], limit).await
 }
 
+/// [`cli`] within [`CLI_LIMIT`], which must exit with `code` (else its stderr is shown).
+async fn cli_exit(args: &[&str], code: i32) -> Output {
+    let o = cli(args, CLI_LIMIT).await;
+    assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+    o
+}
+
 fn read_all(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut buf = Vec::new();

@@ -85,6 +85,18 @@ fn error_line(t: &TestNs) -> String {
     errors[0].to_string()
 }
 
+/// An operator checking the CRDs of `group` exits 1, its one error line saying each of
+/// `says`.
+fn refuses_to_start(t: &mut TestNs, group: &str, says: &[&str]) {
+    let mut op = t.spawn_operator(&[], &[(CHECK_GROUP_ENV, group)]);
+    let status = wait_exit(t, &mut op, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(1), "{}", t.operator_log());
+    let line = error_line(t);
+    for part in says {
+        assert!(line.contains(part), "{part:?} missing from: {line}");
+    }
+}
+
 #[tokio::test]
 async fn an_operator_facing_a_crd_with_another_schema_hash_exits_with_the_fix() {
     let mut t = TestNs::new("crd-other-hash").await;
@@ -116,20 +128,17 @@ async fn an_operator_facing_a_crd_with_another_schema_hash_exits_with_the_fix() 
     })
     .await;
 
-    let mut op = t.spawn_operator(&[], &[(CHECK_GROUP_ENV, &test.group)]);
-    let status = wait_exit(&t, &mut op, Duration::from_secs(120));
-    assert_eq!(status.code(), Some(1), "{}", t.operator_log());
-    let line = error_line(&t);
-    let name = format!("managedosversionchannels.{}", test.group);
-    for part in [
-        name.as_str(),
-        &older_hash,
-        &expected_hash("managedosversionchannels"),
-        "apply the CRDs of this release",
-        "`kubectl apply -f crds/`",
-    ] {
-        assert!(line.contains(part), "{part:?} missing from: {line}");
-    }
+    refuses_to_start(
+        &mut t,
+        &test.group,
+        &[
+            &format!("managedosversionchannels.{}", test.group),
+            &older_hash,
+            &expected_hash("managedosversionchannels"),
+            "apply the CRDs of this release",
+            "`kubectl apply -f crds/`",
+        ],
+    );
     assert!(
         !t.operator_log().contains("starting"),
         "the controllers must not start\n{}",
@@ -146,18 +155,16 @@ async fn an_operator_facing_a_crd_without_a_schema_hash_exits_with_the_fix() {
     // CRDs applied by an operator from before the hash: the same schema, no annotation.
     test.create(&t.client, |_| None).await;
 
-    let mut op = t.spawn_operator(&[], &[(CHECK_GROUP_ENV, &test.group)]);
-    let status = wait_exit(&t, &mut op, Duration::from_secs(120));
-    assert_eq!(status.code(), Some(1), "{}", t.operator_log());
-    let line = error_line(&t);
-    for part in [
-        format!("managedosversionchannels.{}", test.group),
-        format!("no {SCHEMA_HASH_ANNOTATION} annotation"),
-        expected_hash("managedosversionchannels"),
-        "`kubectl apply -f crds/`".into(),
-    ] {
-        assert!(line.contains(&part), "{part:?} missing from: {line}");
-    }
+    refuses_to_start(
+        &mut t,
+        &test.group,
+        &[
+            &format!("managedosversionchannels.{}", test.group),
+            &format!("no {SCHEMA_HASH_ANNOTATION} annotation"),
+            &expected_hash("managedosversionchannels"),
+            "`kubectl apply -f crds/`",
+        ],
+    );
     drop(test);
     t.cleanup().await;
 }
@@ -167,17 +174,15 @@ async fn an_operator_facing_a_missing_crd_exits_naming_how_to_install() {
     let mut t = TestNs::new("crd-missing").await;
     // A group with no CRDs at all: as on a cluster where crds/ was never applied.
     let test = TestCrds::group("missing");
-    let mut op = t.spawn_operator(&[], &[(CHECK_GROUP_ENV, &test.group)]);
-    let status = wait_exit(&t, &mut op, Duration::from_secs(120));
-    assert_eq!(status.code(), Some(1), "{}", t.operator_log());
-    let line = error_line(&t);
-    for part in [
-        format!("managedosversionchannels.{} is not installed", test.group),
-        "`kubectl apply -f crds/`".into(),
-        "Helm chart".into(),
-    ] {
-        assert!(line.contains(&part), "{part:?} missing from: {line}");
-    }
+    refuses_to_start(
+        &mut t,
+        &test.group,
+        &[
+            &format!("managedosversionchannels.{} is not installed", test.group),
+            "`kubectl apply -f crds/`",
+            "Helm chart",
+        ],
+    );
     t.cleanup().await;
 }
 

@@ -367,32 +367,33 @@ fn markers_in_the_wrong_place_or_malformed_are_refused() {
     assert!(marker("<!-- doc: file: ../x -->").is_err());
     assert_eq!(marker("<!-- an ordinary comment -->"), Ok(None));
     let problems = |md: &str| marker_problems(&blocks(md).unwrap());
-    assert_eq!(
-        problems("<!-- doc: output -->\n```text\nx\n```\n").len(),
-        1,
-        "output without a run block"
-    );
-    assert_eq!(
-        problems("<!-- doc: run -->\n```yaml\nx\n```\n").len(),
-        1,
-        "run on yaml"
-    );
-    assert_eq!(
-        problems("<!-- doc: run -->\n```sh\n$ a\nb\n```\n<!-- doc: output -->\n```text\nc\n```\n")
-            .len(),
-        1,
-        "output twice"
-    );
-    assert!(
-        problems("<!-- doc: run -->\n```sh\na\n```\n<!-- doc: output -->\n```\nc\n```\n")
-            .is_empty()
-    );
-    assert_eq!(
-        problems("<!-- doc: apply -->\n```sh\nx\n```\n").len(),
-        1,
-        "apply on sh"
-    );
-    assert!(problems("<!-- doc: apply -->\n```yaml\nx: 1\n```\n").is_empty());
+    // (markdown, how many problems, what it is)
+    for (md, count, what) in [
+        (
+            "<!-- doc: output -->\n```text\nx\n```\n",
+            1,
+            "output without a run block",
+        ),
+        ("<!-- doc: run -->\n```yaml\nx\n```\n", 1, "run on yaml"),
+        (
+            "<!-- doc: run -->\n```sh\n$ a\nb\n```\n<!-- doc: output -->\n```text\nc\n```\n",
+            1,
+            "output twice",
+        ),
+        (
+            "<!-- doc: run -->\n```sh\na\n```\n<!-- doc: output -->\n```\nc\n```\n",
+            0,
+            "a run block and its output",
+        ),
+        ("<!-- doc: apply -->\n```sh\nx\n```\n", 1, "apply on sh"),
+        (
+            "<!-- doc: apply -->\n```yaml\nx: 1\n```\n",
+            0,
+            "apply on yaml",
+        ),
+    ] {
+        assert_eq!(problems(md).len(), count, "{what}");
+    }
     assert!(blocks("```sh\nnever closed\n").is_err());
 }
 

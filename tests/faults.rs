@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use kube::api::ListParams;
-use serde_json::Value;
 
 /// How long the channels have to converge once the component is back.
 const CONVERGE: Duration = Duration::from_secs(180);
@@ -167,10 +166,6 @@ fn many_versions_script(count: usize) -> String {
     )
 }
 
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
-}
-
 /// Polls until every channel is Synchronized for its generation with exactly `want`
 /// versions, and every syncer pod is deleted; API errors (the control plane settling) are
 /// retried, not fatal.
@@ -268,6 +263,15 @@ async fn writes_under_way(t: &TestNs) {
     .await;
 }
 
+/// A fault test's start: the cluster to itself (the guard), a namespace, and an operator
+/// for it, supervised.
+async fn fault_test(name: &str) -> (tokio::sync::MutexGuard<'static, ()>, TestNs, Supervised) {
+    let one = ONE_AT_A_TIME.lock().await;
+    let mut t = TestNs::new(name).await;
+    let operator = Supervised::start(&mut t);
+    (one, t, operator)
+}
+
 /// `component` down for `secs`, then: the channels converge to `want`, a new channel
 /// syncs, and the test's namespace goes.
 async fn outage(
@@ -289,9 +293,7 @@ async fn outage(
 
 #[tokio::test]
 async fn the_api_server_killed_mid_sync_and_back_20s_later_loses_and_doubles_nothing() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut t = TestNs::new("fault-apiserver").await;
-    let operator = Supervised::start(&mut t);
+    let (_one, t, operator) = fault_test("fault-apiserver").await;
     // A large custom channel whose versions are being written when the API server dies, and
     // a slow one whose runner finishes while it is down (its display container then starts
     // with no API server to report to: the case that once stayed Synchronizing for good).
@@ -313,9 +315,7 @@ async fn the_api_server_killed_mid_sync_and_back_20s_later_loses_and_doubles_not
 
 #[tokio::test]
 async fn etcd_killed_mid_sync_and_back_15s_later_loses_and_doubles_nothing() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut t = TestNs::new("fault-etcd").await;
-    let operator = Supervised::start(&mut t);
+    let (_one, t, operator) = fault_test("fault-etcd").await;
     t.create_channel("big", custom_spec(&many_versions_script(1000)))
         .await;
     writes_under_way(&t).await;
@@ -324,9 +324,7 @@ async fn etcd_killed_mid_sync_and_back_15s_later_loses_and_doubles_nothing() {
 
 #[tokio::test]
 async fn the_kubelet_killed_while_a_syncer_pod_runs_and_back_20s_later_converges() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut t = TestNs::new("fault-kubelet").await;
-    let operator = Supervised::start(&mut t);
+    let (_one, t, operator) = fault_test("fault-kubelet").await;
     let data = channel_data(&[("k1", "v1"), ("k2", "v2")]);
     t.create_channel("slow", custom_spec(&slow_script(8, &data)))
         .await;

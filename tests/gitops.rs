@@ -198,7 +198,7 @@ async fn flux_and_argo_cd_read_every_state_of_a_live_channel() {
 
     // A first sync under way (a custom channel: its pod runs a few seconds, and the status
     // says so meanwhile).
-    let slow = format!("sleep 4; {}", write_script(&channel_data(&[("h-p", "v1")])));
+    let slow = slow_script(4, &channel_data(&[("h-p", "v1")]));
     t.create_channel("pod", custom_spec(&slow)).await;
     t.start_operator(&[ALLOW_LOOPBACK]);
     let first = t
@@ -377,15 +377,8 @@ async fn delete_namespace(t: &TestNs) {
         .delete(&t.ns, &DeleteParams::default())
         .await
         .unwrap();
-    t.eventually("the namespace to be gone", 2 * SYNC, || async {
-        namespaces
-            .get_opt(&t.ns)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&namespaces, &t.ns, "the namespace to be gone", 2 * SYNC)
+        .await;
 }
 
 #[tokio::test]

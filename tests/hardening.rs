@@ -30,9 +30,16 @@ use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(90);
 
-/// A runner script that waits `secs` seconds before writing `data`.
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
+/// Creates channel `ch` (version `a`) whose runner takes `secs` seconds, and waits until its
+/// first sync is under way (its pod created).
+async fn sync_under_way(t: &TestNs, secs: u32) {
+    let data = channel_data(&[("a", "v1")]);
+    t.create_channel("ch", custom_spec(&slow_script(secs, &data)))
+        .await;
+    t.eventually("the first syncer pod", SYNC, || async {
+        (t.pods_created() == 1).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -71,14 +78,12 @@ async fn hostile_uris_leave_the_operator_running_and_other_channels_syncing() {
 
 #[tokio::test]
 async fn a_quota_that_refuses_the_third_of_five_new_versions_leaves_all_five_absent() {
-    let mut t = TestNs::new("quota-undo").await;
-    create_quota(
-        &t,
+    let t = TestNs::started_under_quota(
+        "quota-undo",
         "versions",
         json!({"count/managedosversions.rancheros.cattle.io": "2"}),
     )
     .await;
-    t.start_operator(&[]);
     let five = channel_data(&[
         ("v-1", "1"),
         ("v-2", "2"),

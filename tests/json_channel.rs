@@ -194,8 +194,7 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
     );
     let versions = t.versions().await;
 
-    t.request_sync("web", "again").await;
-    ch = t.wait_next_attempt("web", &ch, SYNC).await;
+    ch = t.sync_again("web", "again", &ch, SYNC).await;
     assert_eq!(
         ready_message(&ch),
         "synchronized 2 versions (no changes) (the source answered: not modified)"
@@ -219,8 +218,7 @@ async fn a_json_channel_syncs_and_then_asks_conditionally() {
         )
         .await
         .unwrap();
-    t.request_sync("web", "after-drift").await;
-    ch = t.wait_next_attempt("web", &ch, SYNC).await;
+    ch = t.sync_again("web", "after-drift", &ch, SYNC).await;
     assert_eq!(
         ready_message(&ch),
         "synchronized 2 versions (1 created, 1 updated) (the source answered: not modified)"

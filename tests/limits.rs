@@ -12,19 +12,18 @@ fn numbered(n: usize) -> Vec<(String, String)> {
         .collect()
 }
 
-fn data_of(pairs: &[(String, String)]) -> serde_json::Value {
-    let refs: Vec<(&str, &str)> = pairs
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    channel_data(&refs)
+/// Channel `ch`, its spec patched to `spec`, syncs: `versions` versions.
+async fn synced_as_fixed(t: &TestNs, spec: serde_json::Value, versions: usize) {
+    t.patch_spec("ch", spec).await;
+    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
+    assert_eq!(t.version_names().await.len(), versions);
 }
 
 #[tokio::test]
 async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_flag_and_writes_nothing()
  {
     let t = TestNs::started("max-versions", &["--max-versions-per-channel=3"]).await;
-    t.create_custom("ch", &data_of(&numbered(5))).await;
+    t.create_custom("ch", &channel_data(&numbered(5))).await;
     let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
     let message = ready_message(&ch);
     assert!(
@@ -35,17 +34,19 @@ async fn a_channel_listing_more_than_max_versions_per_channel_fails_naming_the_f
     );
     assert_eq!(t.version_names().await, Vec::<String>::new());
     // Within the bound, the same channel syncs.
-    t.patch_spec("ch", custom_spec(&write_script(&data_of(&numbered(3)))))
-        .await;
-    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
-    assert_eq!(t.version_names().await.len(), 3);
+    synced_as_fixed(
+        &t,
+        custom_spec(&write_script(&channel_data(&numbered(3)))),
+        3,
+    )
+    .await;
     t.cleanup().await;
 }
 
 #[tokio::test]
 async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
     let t = TestNs::started("capped-lists", &[]).await;
-    let data = data_of(&numbered(15));
+    let data = channel_data(&numbered(15));
     t.create_custom("first", &data).await;
     t.wait_ready("first", "Synchronized", 2 * MINUTE).await;
     // The same 15 names from another channel: every one is a conflict.
@@ -92,7 +93,7 @@ async fn a_conflict_over_15_versions_names_10_of_them_and_counts_the_rest() {
 #[tokio::test]
 async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and_writes_nothing() {
     let t = TestNs::started("max-write-bytes", &["--max-sync-write-bytes=1Mi"]).await;
-    let mut spec = custom_spec(&write_script(&data_of(&numbered(200))));
+    let mut spec = custom_spec(&write_script(&channel_data(&numbered(200))));
     spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["x".repeat(60 * 1024)]});
     t.create_channel("ch", spec.clone()).await;
     let ch = t.wait_ready("ch", "FailedToSync", 2 * MINUTE).await;
@@ -105,9 +106,7 @@ async fn a_plan_writing_more_than_max_sync_write_bytes_fails_naming_the_flag_and
     assert_eq!(t.version_names().await, Vec::<String>::new());
     // Without the big container, the same versions fit.
     spec["upgradeContainer"] = serde_json::json!({"image": "u", "args": ["short"]});
-    t.patch_spec("ch", spec).await;
-    t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
-    assert_eq!(t.version_names().await.len(), 200);
+    synced_as_fixed(&t, spec, 200).await;
     t.cleanup().await;
 }
 
@@ -133,15 +132,8 @@ async fn the_orphan_finalizer_over_400_versions_of_24_kib_holds_a_page_of_metada
         .delete("big", &Default::default())
         .await
         .unwrap();
-    t.eventually("the channel to go", 3 * MINUTE, || async {
-        t.channels()
-            .get_opt("big")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&t.channels(), "big", "the channel to go", 3 * MINUTE)
+        .await;
     let (_, peak) = rss_kib(pid);
     // Every version stays, orphaned: no owner, flagged, the channel it came from named.
     let versions = t.versions().await;
@@ -216,7 +208,7 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         "--retry-delay=1h",
     ]);
     let thirty = numbered(30);
-    let mut spec = custom_spec(&write_script(&data_of(&thirty)));
+    let mut spec = custom_spec(&write_script(&channel_data(&thirty)));
     spec["versionPolicy"] = serde_json::json!({"onChannelDelete": "Orphan"});
     t.create_channel("ch", spec).await;
     let ch = t.wait_ready("ch", "Synchronized", 2 * MINUTE).await;
@@ -235,7 +227,7 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
     let forty = numbered(40);
     t.patch_spec(
         "ch",
-        serde_json::json!({"options": {"args": [write_script(&data_of(&forty))]}}),
+        serde_json::json!({"options": {"args": [write_script(&channel_data(&forty))]}}),
     )
     .await;
     let ch = t.wait_next_attempt("ch", &ch, 2 * MINUTE).await;
@@ -262,15 +254,8 @@ async fn the_undo_and_the_orphan_finalizer_write_through_the_paced_counted_write
         .delete("ch", &Default::default())
         .await
         .unwrap();
-    t.eventually("the channel to go", MINUTE, || async {
-        t.channels()
-            .get_opt("ch")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    t.wait_gone(&t.channels(), "ch", "the channel to go", MINUTE)
+        .await;
     let took = start.elapsed().as_secs_f64();
     let (orphaned, paced_after) = write_counts(port, "orphan_version").await;
     assert_eq!(orphaned, 30.0);

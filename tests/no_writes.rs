@@ -25,9 +25,13 @@ async fn an_unchanged_sync_writes_no_version() {
     );
 
     for round in 0..2 {
-        t.request_sync("ch", &format!("round-{round}")).await;
         ch = t
-            .wait_next_attempt("ch", &ch, Duration::from_secs(90))
+            .sync_again(
+                "ch",
+                &format!("round-{round}"),
+                &ch,
+                Duration::from_secs(90),
+            )
             .await;
         assert_eq!(
             ready_message(&ch),
@@ -57,9 +61,8 @@ async fn an_unchanged_sync_writes_no_version() {
         .await
         .unwrap();
     let start = version_writes(&t.ns).await;
-    t.request_sync("ch", "after-foreign-edit").await;
     ch = t
-        .wait_next_attempt("ch", &ch, Duration::from_secs(90))
+        .sync_again("ch", "after-foreign-edit", &ch, Duration::from_secs(90))
         .await;
     assert_eq!(ready_message(&ch), "synchronized 3 versions (no changes)");
     assert_eq!(

@@ -98,6 +98,11 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
+/// A tar of `/channel.json` holding `data`, as a channel image's top layer has it.
+fn channel_tar(data: &Value) -> Vec<u8> {
+    tar_of(&[("channel.json", data.to_string().as_bytes())])
+}
+
 /// A busybox-like base layer (the channel image's rootfs).
 fn rootfs() -> Vec<u8> {
     let busybox = std::fs::read("/bin/busybox").unwrap_or_else(|_| b"#!/bin/sh\n".to_vec());
@@ -204,8 +209,10 @@ fn push_channel(repo: &str, tag: &str, data: &Value) -> String {
 
 fn push_channel_to(registry: &str, repo: &str, tag: &str, data: &Value) -> String {
     let l = Layout::new(&format!("{}-{tag}", repo.replace('/', "-")));
-    let top = tar_of(&[("channel.json", data.to_string().as_bytes())]);
-    let desc = l.image(&[gz_layer(&rootfs()), gz_layer(&top)], "amd64");
+    let desc = l.image(
+        &[gz_layer(&rootfs()), gz_layer(&channel_tar(data))],
+        "amd64",
+    );
     l.push_to(desc.clone(), registry, repo, tag);
     desc["digest"].as_str().unwrap().to_string()
 }
@@ -250,6 +257,12 @@ async fn pull_secret_for(t: &TestNs, name: &str, registry: &str, user: &str, pas
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
     t.create_pull_secret(name, json!({"auths": {registry: {"auth": auth}}}))
         .await;
+}
+
+/// The end of a test of oci channels only: none of them started a pod.
+async fn cleanup_podless(t: TestNs) {
+    assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
+    t.cleanup().await;
 }
 
 /// Once the test's images are pushed: the `pull` Secret with the registry's credentials
@@ -358,8 +371,7 @@ async fn an_elemental_channel_image_syncs_with_no_pod_and_follows_a_repushed_tag
         Some(format!("v1@{digest2}").as_str())
     );
     assert_eq!(t.versions().await.len(), 3);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 #[tokio::test]
@@ -368,26 +380,12 @@ async fn indexes_and_zstd_layers_are_read() {
     let ns = t.ns.clone();
     // An index of two platforms, each with its own data.
     let l = Layout::new(&format!("{ns}-index"));
-    let amd = l.image(
-        &[
-            gz_layer(&rootfs()),
-            gz_layer(&tar_of(&[(
-                "channel.json",
-                elemental(&["amd"]).to_string().as_bytes(),
-            )])),
-        ],
-        "amd64",
-    );
-    let arm = l.image(
-        &[
-            gz_layer(&rootfs()),
-            gz_layer(&tar_of(&[(
-                "channel.json",
-                elemental(&["arm"]).to_string().as_bytes(),
-            )])),
-        ],
-        "arm64",
-    );
+    let platform = |name: &str, arch: &str| {
+        let data = channel_tar(&elemental(&[name]));
+        l.image(&[gz_layer(&rootfs()), gz_layer(&data)], arch)
+    };
+    let amd = platform("amd", "amd64");
+    let arm = platform("arm", "arm64");
     l.push(l.index(vec![amd, arm]), &format!("{ns}/multi"), "v1");
     // zstd layers, the file elsewhere than the default path.
     let z = Layout::new(&format!("{ns}-zstd"));
@@ -429,8 +427,7 @@ async fn indexes_and_zstd_layers_are_read() {
         t.wait_ready(name, "Synchronized", SYNC).await;
     }
     assert_eq!(t.version_names().await, ["arm", "zstd"]);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// Channel artifacts as `oras push` makes them, the layer of either JSON media type: the
@@ -468,8 +465,7 @@ async fn artifacts_pushed_with_oras_are_the_channel_data() {
         }
     }
     assert_eq!(t.versions().await.len(), 4);
-    assert_eq!(t.pods_created(), 0, "an oci channel creates no pod");
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 #[tokio::test]
@@ -483,10 +479,7 @@ async fn registry_failures_are_named_and_change_nothing() {
     let nofile = l.image(&[gz_layer(&rootfs())], "amd64");
     l.push(nofile.clone(), &format!("{ns}/nofile"), "v1");
     let w = Layout::new(&format!("{ns}-whiteout"));
-    let lower = tar_of(&[(
-        "channel.json",
-        elemental(&["hidden"]).to_string().as_bytes(),
-    )]);
+    let lower = channel_tar(&elemental(&["hidden"]));
     let upper = tar_of(&[(".wh.channel.json", b"")]);
     let whiteout = w.image(
         &[gz_layer(&rootfs()), gz_layer(&lower), gz_layer(&upper)],
@@ -575,8 +568,7 @@ async fn registry_failures_are_named_and_change_nothing() {
         t.versions().await.is_empty(),
         "a failed pull changes nothing"
     );
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// The channel file Elemental publishes for SL Micro 6.1 baremetal (rancher/elemental-channels
@@ -620,8 +612,7 @@ async fn a_published_elemental_channel_file_syncs_as_oci_with_every_metadata_key
         );
     }
     assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(t.pods_created(), 0, "an oci channel starts no pod");
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// An `upgradeContainer` as Elemental's documentation writes one (the

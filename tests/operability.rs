@@ -115,16 +115,8 @@ impl Registry {
 }
 
 fn run(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let what = format!("{cmd:?}");
+    String::from_utf8_lossy(&run_ok(cmd, &what)).into_owned()
 }
 
 fn sha256_hex(path: &Path) -> String {
@@ -336,12 +328,6 @@ fn history(states: &[Seen]) -> String {
         .map(|s| format!("{s:?}"))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// A runner script that waits `secs` seconds before writing `data` (so that a sync under
-/// way can be watched).
-fn slow_script(secs: u32, data: &Value) -> String {
-    format!("sleep {secs}; {}", write_script(data))
 }
 
 /// The channel's row as `kubectl get -o wide` prints it: the API server's Table of it,

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, PostParams};
 use rancheros_operator::api::{CHANNEL_LABEL, NO_LONGER_IN_SYNC_ANNOTATION};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const SYNC: Duration = Duration::from_secs(90);
 
@@ -135,6 +135,17 @@ async fn changes_patch_add_flag_delete_and_unflag_versions() {
     t.cleanup().await;
 }
 
+/// Starts a slow sync of channel `ch` (its runner waits a minute before it writes `data`)
+/// and waits until its pod exists.
+async fn slow_sync_running(t: &TestNs, data: &Value) {
+    t.patch_spec("ch", json!({"options": {"args": [slow_script(60, data)]}}))
+        .await;
+    t.eventually("the slow syncer pod", SYNC, || async {
+        t.pods().get_opt("ch").await.unwrap().map(|_| ())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
     let t = TestNs::started("disabled", &[]).await;
@@ -143,15 +154,7 @@ async fn a_disabled_channel_deletes_its_pod_and_flags_its_versions() {
     t.wait_no_pods(SYNC).await;
 
     // Start a slow sync, then disable the channel while its pod runs.
-    t.patch_spec(
-        "ch",
-        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
-    )
-    .await;
-    t.eventually("the slow syncer pod", SYNC, || async {
-        t.pods().get_opt("ch").await.unwrap().map(|_| ())
-    })
-    .await;
+    slow_sync_running(&t, &data).await;
     t.patch_spec("ch", json!({"enabled": false})).await;
     let ch = t.wait_ready("ch", "ChannelDisabled", SYNC).await;
     assert_eq!(ready(&ch).unwrap().status, "True");
@@ -398,8 +401,7 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     ch = t.wait_next_attempt("ch", &ch, SYNC).await;
     assert_eq!(t.pods_created(), 4, "the spec change syncs once");
     t.wait_no_pods(SYNC).await;
-    t.request_sync("ch", "2026-11-30T10:00:00Z").await;
-    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    ch = t.sync_again("ch", "2026-11-30T10:00:00Z", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
     assert_eq!(
@@ -409,8 +411,7 @@ async fn one_pod_per_sync_on_the_interval_and_on_demand() {
     );
     // Nothing else starts a sync. A barrier proves it: one more request makes exactly one
     // more pod; a stray sync in between would have made two.
-    t.request_sync("ch", "2026-11-30T11:00:00Z").await;
-    ch = t.wait_next_attempt("ch", &ch, SYNC).await;
+    ch = t.sync_again("ch", "2026-11-30T11:00:00Z", &ch, SYNC).await;
     assert_eq!(ready_reason(&ch).as_deref(), Some("Synchronized"));
     t.wait_no_pods(SYNC).await;
     assert_eq!(t.pods_created(), 6, "a sync nobody asked for");
@@ -470,11 +471,8 @@ async fn versions_of_another_channel_and_foreign_pods_are_never_touched() {
 async fn a_restarted_operator_finishes_the_sync_without_a_second_pod() {
     let mut t = TestNs::started("restart", &[]).await;
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
-    t.create_channel(
-        "ch",
-        custom_spec(&format!("sleep 6; {}", write_script(&data))),
-    )
-    .await;
+    t.create_channel("ch", custom_spec(&slow_script(6, &data)))
+        .await;
     // Killed once its pod is recorded in the status (the proof that the operator made it):
     // a pod it had not recorded yet, as when it dies between the two writes, is replaced
     // once after the restart, by design (docs/security.md).
@@ -497,11 +495,8 @@ async fn a_pod_of_an_operator_with_another_image_is_replaced() {
     let other = format!("docker.io/library/{}", operator_image());
     t.start_operator(&[&format!("--operator-image={other}")]);
     let data = channel_data(&[("a", "v1")]);
-    t.create_channel(
-        "ch",
-        custom_spec(&format!("sleep 8; {}", write_script(&data))),
-    )
-    .await;
+    t.create_channel("ch", custom_spec(&slow_script(8, &data)))
+        .await;
     let old = t
         .eventually("the first syncer pod", SYNC, || async {
             t.pods().get_opt("ch").await.unwrap()
@@ -531,15 +526,7 @@ async fn deleting_the_channel_removes_its_versions_and_pod() {
     let data = channel_data(&[("a", "v1"), ("b", "v1")]);
     t.synced_custom("ch", &data, SYNC).await;
     // A slow second sync, so that a pod exists when the channel goes.
-    t.patch_spec(
-        "ch",
-        json!({"options": {"args": [format!("sleep 60; {}", write_script(&data))]}}),
-    )
-    .await;
-    t.eventually("the second syncer pod", SYNC, || async {
-        t.pods().get_opt("ch").await.unwrap()
-    })
-    .await;
+    slow_sync_running(&t, &data).await;
     t.channels()
         .delete("ch", &DeleteParams::default())
         .await

@@ -46,14 +46,12 @@ async fn in_a_restricted_namespace_a_non_root_runner_syncs_and_a_root_one_is_ref
 
 #[tokio::test]
 async fn in_a_namespace_whose_quota_requires_limits_a_runner_with_resources_syncs() {
-    let mut t = TestNs::new("quota-limits").await;
-    create_quota(
-        &t,
+    let t = TestNs::started_under_quota(
+        "quota-limits",
         "compute",
         json!({"requests.cpu": "2", "requests.memory": "2Gi", "limits.cpu": "4", "limits.memory": "4Gi"}),
     )
     .await;
-    t.start_operator(&[]);
     let data = channel_data(&[("a", "v1")]);
     let mut with_resources = custom_spec(&write_script(&data));
     with_resources["options"]["resources"] = json!({

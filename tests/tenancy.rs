@@ -8,7 +8,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::*;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use rancheros_operator::api::ManagedOSVersionChannel;
@@ -21,7 +21,7 @@ const SYNC: Duration = Duration::from_secs(120);
 /// A custom channel whose runner sleeps `seconds`, then writes one version named `version`.
 fn slow_spec(seconds: u32, version: &str) -> Value {
     let data = channel_data(&[(version, "v1")]);
-    let mut spec = custom_spec(&format!("sleep {seconds}; {}", write_script(&data)));
+    let mut spec = custom_spec(&slow_script(seconds, &data));
     spec["options"]["timeout"] = json!("20m");
     spec
 }
@@ -92,6 +92,14 @@ fn is_queued(ch: &ManagedOSVersionChannel) -> bool {
     reconciling_message(ch).contains("waiting for a free sync slot")
 }
 
+/// Waits until channel `name` says it waits for a free sync slot.
+async fn wait_channel_queued(t: &TestNs, name: &str) {
+    t.eventually(&format!("{name} to wait for a slot"), SYNC, || async {
+        is_queued(&t.channel(name).await).then_some(())
+    })
+    .await;
+}
+
 async fn all_channels(t: &TestNs) -> Vec<ManagedOSVersionChannel> {
     t.channels()
         .list(&ListParams::default())
@@ -139,10 +147,7 @@ async fn channels_deleted_mid_sync_free_their_slots() {
     }
     t.create_channel("slow-3", slow_spec(900, "slow-3-v1"))
         .await;
-    t.eventually("slow-3 to wait for a slot", SYNC, || async {
-        is_queued(&t.channel("slow-3").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "slow-3").await;
     for name in ["slow-1", "slow-2", "slow-3"] {
         t.channels()
             .delete(name, &DeleteParams::default())
@@ -165,16 +170,8 @@ fn pod_started_line(log: &str, channel: &str) -> Option<String> {
 #[tokio::test]
 async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel() {
     let mut t = TestNs::new("kept-pod-frees-slot").await;
-    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "source-token"},
-        "stringData": {"TOKEN": "unused"}
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_secret("source-token", None, json!({"TOKEN": "unused"}))
+        .await;
     t.start_operator(&["--max-concurrent-syncs=1"]);
     // A runner that reads a Secret and fails: its pod is kept for its log. The pod's phase
     // turns Failed a moment after the failure is decided; only then is the slot free.
@@ -182,10 +179,7 @@ async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel
         .await;
     wait_running(&t, &t.pods(), "kept").await;
     t.create_channel("next", slow_spec(0, "next-v1")).await;
-    t.eventually("next to wait for the slot", SYNC, || async {
-        is_queued(&t.channel("next").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "next").await;
     t.wait_ready("kept", "FailedToSync", SYNC).await;
     t.wait_ready("next", "Synchronized", SYNC).await;
     // A waiting channel looks for a free slot every 30 s anyway; what it must not need is
@@ -205,11 +199,18 @@ async fn a_slot_freed_by_a_failed_pod_kept_for_its_log_wakes_the_waiting_channel
     t.cleanup().await;
 }
 
+/// Namespaces `PREFIX-a` and `PREFIX-b`, and one operator (a's) for both with two sync
+/// slots.
+async fn two_namespaces_two_slots(prefix: &str) -> (TestNs, TestNs) {
+    let mut a = TestNs::new(&format!("{prefix}-a")).await;
+    let b = TestNs::new(&format!("{prefix}-b")).await;
+    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    (a, b)
+}
+
 #[tokio::test]
 async fn one_namespace_with_20_channels_does_not_starve_another() {
-    let mut a = TestNs::new("fair-queue-a").await;
-    let b = TestNs::new("fair-queue-b").await;
-    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    let (a, b) = two_namespaces_two_slots("fair-queue").await;
     for i in 0..20 {
         let name = format!("a{i:02}");
         a.create_channel(&name, slow_spec(5, &format!("{name}-v1")))
@@ -298,10 +299,7 @@ async fn a_queued_channel_costs_no_api_calls_while_it_waits() {
         .await;
     wait_running(&t, &t.pods(), "blocker").await;
     t.create_channel("waiter", slow_spec(0, "waiter-v1")).await;
-    t.eventually("waiter to wait for a slot", SYNC, || async {
-        is_queued(&t.channel("waiter").await).then_some(())
-    })
-    .await;
+    wait_channel_queued(&t, "waiter").await;
     // Saying that it waits was its last request (a status write); let it settle.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let log_path = t.log_path(1);
@@ -365,16 +363,8 @@ async fn a_runner_that_reads_a_secret_gets_none_of_its_output_in_status_or_event
         .unwrap()
         .subsec_nanos();
     let token = format!("s3cr3t-{nanos:x}");
-    let secrets: Api<Secret> = Api::namespaced(t.client.clone(), &t.ns);
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "source-token"},
-        "stringData": {"TOKEN": token}
-    }))
-    .unwrap();
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    t.create_secret("source-token", None, json!({"TOKEN": token}))
+        .await;
     // Failed pods kept for their log are finished: they hold no sync slot, so the six
     // channels below all get theirs with two slots.
     t.start_operator(&["--max-concurrent-syncs=2"]);
@@ -527,9 +517,7 @@ async fn forged_pods_of_stalled_channels_do_not_hold_sync_slots() {
 
 #[tokio::test]
 async fn three_sleeping_runners_of_one_namespace_leave_another_a_slot() {
-    let mut a = TestNs::new("sleepers-a").await;
-    let b = TestNs::new("sleepers-b").await;
-    a.start_operator(&["--max-concurrent-syncs=2", &format!("--namespace={}", b.ns)]);
+    let (a, b) = two_namespaces_two_slots("sleepers").await;
     for i in 1..=3 {
         a.create_channel(
             &format!("sleeper-{i}"),
@@ -623,11 +611,7 @@ async fn a_namespace_writing_600_versions_is_paced_and_another_namespace_syncs_m
     let names: Vec<(String, String)> = (0..BIG)
         .map(|i| (format!("big-{i:04}"), format!("v{i}")))
         .collect();
-    let listed: Vec<(&str, &str)> = names
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
-    let big = serve_json(channel_data(&listed).to_string()).await;
+    let big = serve_json(channel_data(&names).to_string()).await;
     let small = serve_json(channel_data(&[("small-v1", "v1")]).to_string()).await;
     let json = |uri: &str| json!({"type": "json", "options": {"uri": uri, "timeout": "10s"}});
     a.create_channel("big", json(&big)).await;

@@ -15,16 +15,21 @@ use crate::parse::{WRITES, count};
 use crate::scenarios::{all_ready, log_path, with_operator};
 use crate::value::MIB;
 
+/// A measure's two new namespaces, `bench-WHAT-RUN` and `bench-WHAT-empty-RUN` (the
+/// baseline): `(full, empty)`.
+async fn namespaces(kit: &Kit, what: &str) -> Result<(String, String)> {
+    let run_id = kit::run_id();
+    let full = format!("bench-{what}-{run_id}");
+    let empty = format!("bench-{what}-empty-{run_id}");
+    kit.namespace(&full).await?;
+    kit.namespace(&empty).await?;
+    Ok((full, empty))
+}
+
 /// 7, per channel: a fresh operator's settled RSS watching `--rss-channels` suspended
 /// channels (no pods, no versions), and watching an empty namespace. `(n, none, some)`.
 pub async fn rss_per_channel(kit: &Kit, binary: &Path, args: &Args) -> Result<(i64, u64, u64)> {
-    let run_id = kit::run_id();
-    let (full, empty) = (
-        format!("bench-chs-{run_id}"),
-        format!("bench-chs-empty-{run_id}"),
-    );
-    kit.namespace(&full).await?;
-    kit.namespace(&empty).await?;
+    let (full, empty) = namespaces(kit, "chs").await?;
     let n = args.rss_channels;
     let items: Vec<Value> = (0..n)
         .map(|c| objects::suspended(&format!("idle-{c}"), &full, &kit.runner_image))
@@ -69,13 +74,7 @@ pub async fn rss_per_version(
     binaries: &[(String, PathBuf)],
     args: &Args,
 ) -> Result<RssVersions> {
-    let run_id = kit::run_id();
-    let (full, empty) = (
-        format!("bench-rss-{run_id}"),
-        format!("bench-rss-empty-{run_id}"),
-    );
-    kit.namespace(&full).await?;
-    kit.namespace(&empty).await?;
+    let (full, empty) = namespaces(kit, "rss").await?;
     let n = args.rss_versions;
     let measured = async {
         let mut owners = Vec::new();

@@ -132,6 +132,18 @@ fn cluster(command: &str) -> std::process::Command {
     c
 }
 
+/// `scripts/cluster COMMAND`, its stdout discarded; an error if it fails.
+fn cluster_ok(command: &str) -> Result<()> {
+    if !cluster(command)
+        .stdout(std::process::Stdio::null())
+        .status()?
+        .success()
+    {
+        bail!("scripts/cluster {command} failed");
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let raw: Vec<String> = std::env::args().collect();
     if raw.len() == 1 {
@@ -151,13 +163,7 @@ fn main() -> Result<()> {
         .success();
     if started_cluster {
         log("bringing the cluster up");
-        if !cluster("up")
-            .stdout(std::process::Stdio::null())
-            .status()?
-            .success()
-        {
-            bail!("scripts/cluster up failed");
-        }
+        cluster_ok("up")?;
     }
     let result = with_cluster(&args);
     if started_cluster {
@@ -197,13 +203,7 @@ fn with_cluster(args: &Args) -> Result<String> {
 /// ships).
 fn image_binary() -> Result<PathBuf> {
     log("building the operator image (static release build) and importing it");
-    if !cluster("image")
-        .stdout(std::process::Stdio::null())
-        .status()?
-        .success()
-    {
-        bail!("scripts/cluster image failed");
-    }
+    cluster_ok("image")?;
     let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
     let cache = var("RANCHEROS_CACHE_DIR")
         .map(PathBuf::from)

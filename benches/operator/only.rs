@@ -34,6 +34,11 @@ pub struct Restart {
 /// The chart's default memory limit when the scale goal was set (charts/*/values.yaml then).
 pub const SCALE_LIMIT: u64 = 320 * 1024 * 1024;
 
+/// `seconds` taken for `versions`, and the rate: `12.5 (80 versions/s)`.
+fn seconds_and_rate(seconds: f64, versions: i64) -> String {
+    format!("{seconds:.1} ({:.0} versions/s)", versions as f64 / seconds)
+}
+
 pub fn scale_lines(r: &Scale) -> String {
     let mib = |b: u64| b as f64 / MIB;
     let mut out = String::new();
@@ -45,9 +50,8 @@ pub fn scale_lines(r: &Scale) -> String {
     let _ = writeln!(out, "| versions synced | {} |", r.versions);
     let _ = writeln!(
         out,
-        "| created -> all Synchronized (s) | {:.1} ({:.0} versions/s) |",
-        r.seconds,
-        r.versions as f64 / r.seconds
+        "| created -> all Synchronized (s) | {} |",
+        seconds_and_rate(r.seconds, r.versions)
     );
     let _ = writeln!(out, "| operator CPU seconds | {:.1} |", r.cpu);
     let _ = writeln!(out, "| version writes by verb | {} |", map(&r.writes));
@@ -117,9 +121,8 @@ pub fn rss_version_lines(r: &RssVersions) -> String {
     let _ = writeln!(out, "| versions in scope | {} |", r.versions);
     let _ = writeln!(
         out,
-        "| 16 kubectl writers: create -f of them (s) | {:.1} ({:.0} versions/s) |",
-        r.create_seconds,
-        r.versions as f64 / r.create_seconds
+        "| 16 kubectl writers: create -f of them (s) | {} |",
+        seconds_and_rate(r.create_seconds, r.versions)
     );
     for (label, (none, some, per)) in &r.per_binary {
         let _ = writeln!(

@@ -55,28 +55,12 @@ fn json_channel(ns: &str, name: &str, uri: &str) -> Value {
     })
 }
 
-fn channel(ns: &str, name: &str) -> Value {
-    kubectl_json(&[
-        "get",
-        "managedosversionchannels.rancheros.cattle.io",
-        name,
-        "-n",
-        ns,
-    ])
-}
-
 fn reason(ns: &str, name: &str) -> Option<String> {
-    ready_condition(&channel(ns, name)).map(|(_, reason, _)| reason)
+    ready_condition(&channel_json(ns, name)).map(|(_, reason, _)| reason)
 }
 
 fn version_names(ns: &str) -> Vec<String> {
-    let list = kubectl_json(&["get", "managedosversions.rancheros.cattle.io", "-n", ns]);
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["metadata"]["name"].as_str().unwrap().to_string())
-        .collect()
+    item_names(&versions_list(ns))
 }
 
 /// JSON objects nested `depth` deep (serde_json's default limit is 128).
@@ -222,6 +206,17 @@ fn operator_pod(rel: &Release) -> (String, u64, Option<String>) {
     )
 }
 
+/// The operator's pod is `pod`, never restarted (an OOM kill is a restart).
+fn assert_operator_pod(rel: &Release, pod: &str) {
+    let (now, restarts, last) = operator_pod(rel);
+    assert_eq!(
+        (now.as_str(), restarts, last),
+        (pod, 0, None),
+        "{}",
+        rel.diagnostics()
+    );
+}
+
 fn forged_pod(ns: &str, name: &str, uid: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -346,7 +341,7 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
     assert_eq!(version_names(&good), ["bar", "foo", "web-v1"]);
 
     let ready = wait_for("huge to be refused", SYNC, diag, || {
-        ready_condition(&channel(&big, "huge")).filter(|(_, r, _)| r == "InvalidConfiguration")
+        ready_condition(&channel_json(&big, "huge")).filter(|(_, r, _)| r == "InvalidConfiguration")
     });
     assert!(
         ready
@@ -362,10 +357,10 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
     );
 
     let esc_ready = wait_for("esc to fail", SYNC, diag, || {
-        ready_condition(&channel(&esc, "esc")).filter(|(_, r, _)| r == "FailedToSync")
+        ready_condition(&channel_json(&esc, "esc")).filter(|(_, r, _)| r == "FailedToSync")
     });
     assert!(esc_ready.2.contains("red"), "{}", esc_ready.2);
-    let esc_text = channel(&esc, "esc")["status"].to_string();
+    let esc_text = channel_json(&esc, "esc")["status"].to_string();
     assert!(
         !esc_text.contains("\\u001b"),
         "ESC in the status: {esc_text}"
@@ -380,7 +375,7 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
 
     for name in ["stalled-1", "stalled-2"] {
         wait_for(&format!("{name} to stall"), 2 * SYNC, diag, || {
-            let ch = channel(&forged, name);
+            let ch = channel_json(&forged, name);
             let stalled = ch["status"]["conditions"]
                 .as_array()?
                 .iter()
@@ -390,7 +385,7 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
                 .success();
             (stalled && pod_gone).then_some(())
         });
-        let uid = channel(&forged, name)["metadata"]["uid"]
+        let uid = channel_json(&forged, name)["metadata"]["uid"]
             .as_str()
             .unwrap()
             .to_string();
@@ -421,7 +416,7 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
         ("drip", "timed out after 3s"),
     ] {
         let failed = wait_for(&format!("oci channel {name} to fail"), SYNC, diag, || {
-            ready_condition(&channel(&oci, name)).filter(|(_, r, _)| r == "FailedToSync")
+            ready_condition(&channel_json(&oci, name)).filter(|(_, r, _)| r == "FailedToSync")
         });
         assert!(failed.2.contains(says), "{name}: {}", failed.2);
     }
@@ -434,13 +429,7 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
     );
 
     // The same pod throughout: never restarted, never OOM-killed.
-    let (now, restarts, last) = operator_pod(&rel);
-    assert_eq!(
-        (now.as_str(), restarts, last),
-        (pod.as_str(), 0, None),
-        "{}",
-        diag()
-    );
+    assert_operator_pod(&rel, &pod);
 
     // Restarted with the deep objects still there, the new pod serves a new channel.
     run(kubectl().args(["delete", "pod", &pod, "-n", &rel.ns, "--wait=true"]));
@@ -464,12 +453,6 @@ fn tenant_attacks_leave_the_chart_deployed_operator_pod_running_and_serving() {
         &versions_script(&["after-v1".into()]),
     ));
     synced(&good, "after-restart");
-    let (now, restarts, last) = operator_pod(&rel);
-    assert_eq!(
-        (now.as_str(), restarts, last),
-        (new_pod.as_str(), 0, None),
-        "{}",
-        diag()
-    );
+    assert_operator_pod(&rel, &new_pod);
     eprintln!("chart attacks: {:?}", started.elapsed());
 }

@@ -108,18 +108,8 @@ pub(crate) fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         Duration::from_secs(120),
         diag,
         || {
-            let list = kubectl_json(&[
-                "get",
-                "managedosversions.rancheros.cattle.io",
-                "--namespace",
-                &watched,
-            ]);
-            let names: BTreeSet<String> = list["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v["metadata"]["name"].as_str().unwrap().to_string())
-                .collect();
+            let list = versions_list(&watched);
+            let names: BTreeSet<String> = item_names(&list).into_iter().collect();
             (names == BTreeSet::from(["bar".to_string(), "foo".to_string()])).then_some(list)
         },
     );
@@ -140,13 +130,7 @@ pub(crate) fn install_and_sync(rel: &Release, watched: &str) -> Synced {
         Duration::from_secs(60),
         diag,
         || {
-            let ch = kubectl_json(&[
-                "get",
-                "managedosversionchannels.rancheros.cattle.io",
-                "testchannel",
-                "--namespace",
-                &watched,
-            ]);
+            let ch = channel_json(&watched, "testchannel");
             matches!(ready_condition(&ch), Some((s, r, _)) if s == "True" && r == "Synchronized")
                 .then_some(ch)
         },
@@ -207,13 +191,7 @@ pub(crate) fn install_and_sync(rel: &Release, watched: &str) -> Synced {
             Duration::from_secs(60),
             diag,
             || {
-                let ch = kubectl_json(&[
-                    "get",
-                    "managedosversionchannels.rancheros.cattle.io",
-                    name,
-                    "--namespace",
-                    &watched,
-                ]);
+                let ch = channel_json(&watched, name);
                 match ready_condition(&ch) {
                     Some((_, r, m)) if r == "FailedToSync" => Some(m),
                     _ => None,
@@ -282,13 +260,7 @@ pub(crate) fn metrics_are_served(rel: &Release) {
 /// The token of the webhook Secret the chart generated.
 pub(crate) fn webhook_token(rel: &Release) -> String {
     use base64::Engine;
-    let secret = kubectl_json(&[
-        "get",
-        "secret",
-        &format!("{}-webhook", rel.fullname()),
-        "--namespace",
-        &rel.ns,
-    ]);
+    let secret = rel.object("secret", "webhook");
     let token = base64::engine::general_purpose::STANDARD
         .decode(secret["data"]["token"].as_str().unwrap())
         .unwrap();
@@ -302,15 +274,7 @@ pub(crate) fn webhook_token(rel: &Release) -> String {
 pub(crate) fn webhook_is_served(rel: &Release, watched: &str) -> String {
     let diag = || rel.diagnostics();
     let addr = service_address(rel, "webhook");
-    let channel = || {
-        kubectl_json(&[
-            "get",
-            "managedosversionchannels.rancheros.cattle.io",
-            "testchannel",
-            "-n",
-            watched,
-        ])
-    };
+    let channel = || channel_json(watched, "testchannel");
     let requested = |c: &Value| c["metadata"]["annotations"][SYNC_REQUESTED_AT].clone();
     let before = channel();
     let runner =

@@ -59,31 +59,17 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
         + granted(&expected_review_rules(), None);
     eprintln!("{checked} granted verbs of {RBAC_FILE} confirmed");
     let lease_name = format!("leases/{}", rel.fullname());
-    for (verb, resource, ns, allowed) in [
-        (
-            "get",
-            "managedosversionchannels.rancheros.cattle.io",
-            w,
-            true,
-        ),
-        (
-            "watch",
-            "managedosversionchannels.rancheros.cattle.io",
-            w,
-            true,
-        ),
-        (
-            "patch",
-            "managedosversionchannels.rancheros.cattle.io#status",
-            w,
-            true,
-        ),
-        ("list", "managedosversions.rancheros.cattle.io", w, true),
-        ("watch", "managedosversions.rancheros.cattle.io", w, true),
-        ("create", "managedosversions.rancheros.cattle.io", w, true),
-        ("patch", "managedosversions.rancheros.cattle.io", w, true),
-        ("update", "managedosversions.rancheros.cattle.io", w, true),
-        ("delete", "managedosversions.rancheros.cattle.io", w, true),
+    let channel_status = format!("{CHANNELS}#status");
+    rel.assert_rights(&[
+        ("get", CHANNELS, w, true),
+        ("watch", CHANNELS, w, true),
+        ("patch", &channel_status, w, true),
+        ("list", VERSIONS, w, true),
+        ("watch", VERSIONS, w, true),
+        ("create", VERSIONS, w, true),
+        ("patch", VERSIONS, w, true),
+        ("update", VERSIONS, w, true),
+        ("delete", VERSIONS, w, true),
         ("create", "pods", w, true),
         ("delete", "pods", w, true),
         ("get", "pods#log", w, true),
@@ -107,38 +93,13 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
         ("create", "pods#exec", w, false),
         ("update", "pods", w, false),
         ("create", "serviceaccounts#token", w, false),
-        (
-            "create",
-            "managedosversionchannels.rancheros.cattle.io",
-            w,
-            false,
-        ),
-        (
-            "update",
-            "managedosversionchannels.rancheros.cattle.io",
-            w,
-            false,
-        ),
-        (
-            "delete",
-            "managedosversionchannels.rancheros.cattle.io",
-            w,
-            false,
-        ),
-        (
-            "update",
-            "managedosversionchannels.rancheros.cattle.io#status",
-            w,
-            false,
-        ),
+        ("create", CHANNELS, w, false),
+        ("update", CHANNELS, w, false),
+        ("delete", CHANNELS, w, false),
+        ("update", &channel_status, w, false),
         ("create", "pods", Some(ns), false),
         ("list", "pods", Some("default"), false),
-        (
-            "list",
-            "managedosversionchannels.rancheros.cattle.io",
-            None,
-            false,
-        ),
+        ("list", CHANNELS, None, false),
         ("create", "leases.coordination.k8s.io", w, false),
         (
             "patch",
@@ -157,14 +118,7 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
         ),
         ("escalate", "roles.rbac.authorization.k8s.io", w, false),
         ("list", "nodes", None, false),
-    ] {
-        assert_eq!(
-            rel.can_i(verb, resource, ns),
-            allowed,
-            "can {} {verb} {resource} in {ns:?}?",
-            rel.sa()
-        );
-    }
+    ]);
     // Watching some namespaces, the one cluster-wide grant is reading the two CRDs.
     crd_rights_are_least(rel);
     let crds = format!("{}-crds", rel.fullname());
@@ -183,14 +137,7 @@ pub(crate) fn upgrade_rolls_the_pod(rel: &Release, watched: &str, synced: &Synce
     let diag = || rel.diagnostics();
     let pod_name = &synced.pod_name;
     // As it is now: the webhook phase made the sample channel sync again since install.
-    let synced_at = kubectl_json(&[
-        "get",
-        "managedosversionchannels.rancheros.cattle.io",
-        "testchannel",
-        "--namespace",
-        watched,
-    ])["status"]["lastSyncedTime"]
-        .clone();
+    let synced_at = channel_json(watched, "testchannel")["status"]["lastSyncedTime"].clone();
     let t0 = Instant::now();
     run(command("helm")
         .args(["upgrade", &rel.name])
@@ -224,13 +171,7 @@ pub(crate) fn upgrade_rolls_the_pod(rel: &Release, watched: &str, synced: &Synce
         "logFormat=json: {log}"
     );
     std::thread::sleep(Duration::from_secs(3));
-    let channel = kubectl_json(&[
-        "get",
-        "managedosversionchannels.rancheros.cattle.io",
-        "testchannel",
-        "--namespace",
-        watched,
-    ]);
+    let channel = channel_json(watched, "testchannel");
     assert_eq!(
         channel["status"]["lastSyncedTime"], synced_at,
         "a restart started a sync"
@@ -243,12 +184,7 @@ pub(crate) fn uninstall_keeps_crds_and_versions(rel: &Release, watched: &str) {
     run(command("helm").args(["uninstall", &rel.name, "--namespace", &rel.ns, "--wait"]));
     eprintln!("helm uninstall --wait: {:?}", t0.elapsed());
     run(kubectl().args(["get", "crd", "managedosversions.rancheros.cattle.io"]));
-    let left = kubectl_json(&[
-        "get",
-        "managedosversions.rancheros.cattle.io",
-        "--namespace",
-        watched,
-    ]);
+    let left = versions_list(watched);
     assert_eq!(left["items"].as_array().unwrap().len(), 2);
     let roles = kubectl_json(&["get", "roles,rolebindings", "--namespace", watched]);
     assert!(roles["items"].as_array().unwrap().is_empty(), "{roles:#}");

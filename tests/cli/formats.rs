@@ -168,8 +168,7 @@ async fn status_and_sync_as_json_and_yaml_carry_the_fields_and_the_changed_names
         }]})
     );
     // Without --wait, as YAML: requested.
-    let o = cli(&["sync", &target, "-o", "yaml"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "-o", "yaml"], 0).await;
     let doc = yaml_out(&o);
     assert_eq!(doc["channels"][0]["outcome"], "requested", "{doc}");
     assert_eq!(doc["channels"][0]["changes"], Value::Null, "{doc}");
@@ -182,12 +181,7 @@ async fn a_failed_sync_as_json_exits_1_with_its_reason_in_the_document_and_on_st
     let mut spec = configmap_spec("v");
     spec["suspend"] = json!(true);
     t.create_channel("ch", spec).await;
-    let o = cli(
-        &["sync", "--all", "-n", &t.ns, "--wait", "-o", "json"],
-        CLI_LIMIT,
-    )
-    .await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", "--all", "-n", &t.ns, "--wait", "-o", "json"], 1).await;
     let doc = json_out(&o);
     assert_eq!(doc["channels"][0]["outcome"], "failed", "{doc}");
     assert_eq!(doc["channels"][0]["reason"], "Suspended", "{doc}");
@@ -329,16 +323,14 @@ async fn suspend_and_resume_set_spec_suspend() {
     let target = format!("{}/ch", t.ns);
     let suspend = |ch: rancheros_operator::api::ManagedOSVersionChannel| ch.spec.suspend;
 
-    let o = cli(&["suspend", &target], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["suspend", &target], 0).await;
     assert_eq!(stdout(&o), format!("{target}: suspended\n"));
     assert_eq!(suspend(t.channel("ch").await), Some(true));
     assert_eq!(suspend(t.channel("other").await), None);
     let o = cli(&["suspend", &target], CLI_LIMIT).await;
     assert_eq!(stdout(&o), format!("{target}: already suspended\n"));
 
-    let o = cli(&["resume", &target, "-o", "json"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["resume", &target, "-o", "json"], 0).await;
     assert_eq!(
         json_out(&o),
         json!({"channels": [{"namespace": t.ns, "name": "ch", "suspend": false, "changed": true}]})
@@ -346,8 +338,7 @@ async fn suspend_and_resume_set_spec_suspend() {
     assert_eq!(suspend(t.channel("ch").await), Some(false));
 
     // Every channel of the namespace.
-    let o = cli(&["suspend", "--all", "-n", &t.ns, "-o", "yaml"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["suspend", "--all", "-n", &t.ns, "-o", "yaml"], 0).await;
     let doc = yaml_out(&o);
     assert_eq!(
         channel_names(&doc),

@@ -2,6 +2,28 @@
 
 use super::*;
 
+/// `sync NAMESPACE/ch --wait --timeout 4m`, which must succeed: the channel's
+/// `NAMESPACE/ch`, and what the command did.
+async fn sync_ch_and_wait(t: &TestNs) -> (String, Output) {
+    let target = format!("{}/ch", t.ns);
+    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
+    assert_success(&o, t);
+    (target, o)
+}
+
+/// The one error line of the command's stderr: the runner of `target` failed.
+#[track_caller]
+fn failed_runner_error(o: &Output, target: &str) -> String {
+    let errors = error_lines(o);
+    assert_eq!(errors.len(), 1, "{}", stderr(o));
+    let error = errors[0].clone();
+    assert!(
+        error.starts_with(&format!("error: {target}: FailedToSync: the runner")),
+        "{error}"
+    );
+    error
+}
+
 #[tokio::test]
 async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     let t = TestNs::started("cli-sync-changes", &[]).await;
@@ -10,9 +32,7 @@ async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     // New channel data, seen only by a sync that starts from now on.
     set_data(&t, "v", &[("a", "v2"), ("c", "v1"), ("d", "v1")]).await;
 
-    let target = format!("{}/ch", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_success(&o, &t);
+    let (target, o) = sync_ch_and_wait(&t).await;
     assert_eq!(
         stdout(&o),
         format!(
@@ -30,8 +50,7 @@ async fn sync_wait_prints_what_the_requested_sync_changed_by_name() {
     assert_eq!(ch.status.unwrap().sync_requested_at, Some(asked));
 
     // Again, with nothing new: said so.
-    let o = cli(&["sync", &target, "--wait"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait"], 0).await;
     assert!(
         stdout(&o).ends_with(
             ": Synchronized: synchronized 3 versions (no changes)\n  no version was changed\n"
@@ -51,22 +70,15 @@ async fn sync_wait_of_a_failing_runner_exits_1_with_the_reason_of_a_new_attempt(
     assert_eq!(failed_attempts(&first), 1);
 
     let target = format!("{}/bad", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let errors = error_lines(&o);
-    assert_eq!(errors.len(), 1, "{}", stderr(&o));
-    assert!(
-        errors[0].starts_with(&format!("error: {target}: FailedToSync: the runner")),
-        "{}",
-        errors[0]
-    );
-    assert!(errors[0].contains("no channel data here"), "{}", errors[0]);
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "4m"], 1).await;
+    let error = failed_runner_error(&o, &target);
+    assert!(error.contains("no channel data here"), "{error}");
     assert_eq!(stdout(&o), "");
     // The outcome reported is a sync run for the request (the operator's retry was a
     // minute away), not the failure that was there before it.
     let after = t.channel("bad").await;
     assert_eq!(failed_attempts(&after), 2, "{}", t.operator_log());
-    assert!(errors[0].contains("attempt 2;"), "{}", errors[0]);
+    assert!(error.contains("attempt 2;"), "{error}");
     t.cleanup().await;
 }
 
@@ -75,8 +87,7 @@ async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
     // No operator watches this namespace.
     let (t, target) = unwatched_channel("cli-sync-timeout", configmap_spec("v")).await;
     let started = Instant::now();
-    let o = cli(&["sync", &target, "--wait", "--timeout", "5s"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "5s"], 1).await;
     assert!(started.elapsed() >= Duration::from_secs(5));
     assert_eq!(
         error_lines(&o),
@@ -94,13 +105,11 @@ async fn sync_wait_without_an_operator_times_out_with_a_clear_message() {
 #[tokio::test]
 async fn sync_without_wait_only_requests() {
     let (t, target) = unwatched_channel("cli-sync-nowait", configmap_spec("v")).await;
-    let o = cli(&["sync", &target], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target], 0).await;
     assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
     let first = t.channel("ch").await.annotations()[SYNC_REQUESTED_AT_ANNOTATION].clone();
     // Each run writes a fresh value: each is a new request.
-    let o = cli(&["sync", "ch", "-n", &t.ns], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    cli_exit(&["sync", "ch", "-n", &t.ns], 0).await;
     let second = t.channel("ch").await.annotations()[SYNC_REQUESTED_AT_ANNOTATION].clone();
     assert_ne!(first, second);
     t.cleanup().await;
@@ -170,13 +179,7 @@ async fn sync_all_waits_for_every_channel_of_the_namespace() {
         )),
         "{out}"
     );
-    let errors = error_lines(&o);
-    assert_eq!(errors.len(), 1, "{}", stderr(&o));
-    assert!(
-        errors[0].starts_with(&format!("error: {ns}/bad: FailedToSync: the runner")),
-        "{}",
-        errors[0]
-    );
+    failed_runner_error(&o, &format!("{ns}/bad"));
     assert_eq!(failed_attempts(&t.channel("bad").await), 2);
     t.cleanup().await;
 }
@@ -255,8 +258,7 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
     spec["suspend"] = json!(true);
     let (t, target) = unwatched_channel("cli-sync-suspended", spec).await;
     // No operator runs, and none would sync it: the answer does not wait for the timeout.
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target, "--wait", "--timeout", "4m"], 1).await;
     assert_eq!(
         error_lines(&o),
         [format!(
@@ -264,8 +266,7 @@ async fn sync_wait_of_a_suspended_channel_fails_at_once() {
         )]
     );
     // Without --wait: requested, and warned.
-    let o = cli(&["sync", &target], CLI_LIMIT).await;
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_exit(&["sync", &target], 0).await;
     assert_eq!(stdout(&o), format!("{target}: sync requested\n"));
     assert_eq!(
         stderr(&o),
@@ -296,9 +297,7 @@ async fn sync_wait_during_a_running_sync_reports_the_next_one() {
     .await;
     set_data(&t, "v", &[("a", "v1"), ("late", "v1")]).await;
 
-    let target = format!("{}/ch", t.ns);
-    let o = cli(&["sync", &target, "--wait", "--timeout", "4m"], CLI_LIMIT).await;
-    assert_success(&o, &t);
+    let (target, o) = sync_ch_and_wait(&t).await;
     // Not the outcome of the sync under way (1 version): the one after it.
     assert_eq!(
         stdout(&o),

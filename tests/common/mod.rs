@@ -56,11 +56,12 @@ pub async fn client() -> Client {
 }
 
 /// Channel data as a runner would print it: `(name, version)` pairs, container type.
-pub fn channel_data(versions: &[(&str, &str)]) -> Value {
+pub fn channel_data(versions: &[(impl AsRef<str>, impl AsRef<str>)]) -> Value {
     Value::Array(
         versions
             .iter()
             .map(|(name, v)| {
+                let (name, v) = (name.as_ref(), v.as_ref());
                 json!({
                     "metadata": {"name": name},
                     "spec": {"version": v, "type": "container", "minVersion": "0.0.0",
@@ -86,6 +87,12 @@ pub fn custom_spec(script: &str) -> Value {
             "outputFile": "/output/data"
         }
     })
+}
+
+/// A runner script that waits `secs` seconds before writing `data` (so that a sync under
+/// way can be watched).
+pub fn slow_script(secs: u32, data: &Value) -> String {
+    format!("sleep {secs}; {}", write_script(data))
 }
 
 /// A runner script that writes `data` to /output/data.
@@ -273,13 +280,12 @@ impl TestNs {
             .trim_end_matches('-')
             .to_string();
         let namespaces: Api<Namespace> = Api::all(client.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        create_json(
+            &namespaces,
+            json!({"metadata": {"name": ns}}),
+            &format!("namespace {ns}"),
+        )
+        .await;
         // Pods are refused until the namespace's default ServiceAccount exists.
         let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(client.clone(), &ns);

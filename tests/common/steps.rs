@@ -21,6 +21,15 @@ impl TestNs {
         t
     }
 
+    /// [`TestNs::new`] with the ResourceQuota `quota` of `hard` counted, then the operator
+    /// started: its watches see the quota from the start.
+    pub async fn started_under_quota(test: &str, quota: &str, hard: Value) -> Self {
+        let mut t = Self::new(test).await;
+        super::create_quota(&t, quota, hard).await;
+        t.start_operator(&[]);
+        t
+    }
+
     /// A custom channel whose runner prints `data` (as [`super::channel_data`] makes it).
     pub async fn create_custom(&self, name: &str, data: &Value) -> ManagedOSVersionChannel {
         self.create_channel(name, custom_spec(&write_script(data)))
@@ -189,6 +198,16 @@ pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> Vec<u8> {
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("running {what}: {e}"));
+    succeeded(out, what)
+}
+
+/// The stdout of a finished child process, which must have succeeded (`what` names it).
+pub fn success_stdout(child: std::process::Child, what: &str) -> Vec<u8> {
+    succeeded(child.wait_with_output().unwrap(), what)
+}
+
+/// The stdout of a process that must have succeeded (`what` names it).
+fn succeeded(out: std::process::Output, what: &str) -> Vec<u8> {
     assert!(
         out.status.success(),
         "{what} failed: {}",
@@ -197,13 +216,15 @@ pub fn run_ok(cmd: &mut std::process::Command, what: &str) -> Vec<u8> {
     out.stdout
 }
 
-/// The stdout of a finished child process, which must have succeeded (`what` names it).
-pub fn success_stdout(child: std::process::Child, what: &str) -> Vec<u8> {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{what} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+/// Creates `object` (JSON) in `api`; a refusal fails the test, naming `what`.
+pub async fn create_json<K>(api: &Api<K>, object: Value, what: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(object).unwrap(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating {what}: {e}"))
 }

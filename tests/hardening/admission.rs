@@ -248,20 +248,13 @@ impl Policy {
         policy: Value,
         binding: Value,
     ) -> Self {
-        policies
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(policy).unwrap(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("creating admission policy {name}: {e}"));
-        bindings
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(binding).unwrap(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("creating admission policy binding {name}: {e}"));
+        create_json(&policies, policy, &format!("admission policy {name}")).await;
+        create_json(
+            &bindings,
+            binding,
+            &format!("admission policy binding {name}"),
+        )
+        .await;
         Self {
             policies,
             bindings,

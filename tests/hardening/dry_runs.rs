@@ -30,6 +30,15 @@ fn added(
         .collect()
 }
 
+/// Asserts what the operator sent for the versions of `ns`: `(request, count)`, a dry run's
+/// request marked `(dry run)`.
+async fn assert_version_requests(ns: &str, want: &[(&str, u64)]) {
+    let requests = version_requests(ns).await;
+    let want: std::collections::BTreeMap<String, u64> =
+        want.iter().map(|&(k, n)| (k.to_string(), n)).collect();
+    assert_eq!(requests, want, "{requests:?}");
+}
+
 #[tokio::test]
 async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_run_and_change_nothing()
  {
@@ -39,8 +48,7 @@ async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_ru
         .synced_custom("ch", &channel_data(&[("a", "v1"), ("b", "v1")]), SYNC)
         .await;
     // Nothing could refuse: the first sync wrote each version once, no dry run.
-    let requests = version_requests(&t.ns).await;
-    assert_eq!(requests, [("patch".to_string(), 2)].into(), "{requests:?}");
+    assert_version_requests(&t.ns, &[("patch", 2)]).await;
 
     // A webhook (unreachable, failurePolicy Fail) for the versions of this namespace
     // labelled refuse=yes, its rule a wildcard as policy engines register theirs: it
@@ -99,10 +107,6 @@ async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
     let versions: Vec<(String, String)> = (1..=20)
         .map(|i| (format!("v-{i:02}"), format!("{i}")))
         .collect();
-    let versions: Vec<(&str, &str)> = versions
-        .iter()
-        .map(|(n, v)| (n.as_str(), v.as_str()))
-        .collect();
     let data = channel_data(&versions);
     quota_ns.create_custom("ch", &data).await;
     free.create_custom("ch", &data).await;
@@ -110,19 +114,9 @@ async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
     free.wait_ready("ch", "Synchronized", SYNC).await;
 
     // The quota's namespace: each version dry-run (a create), then written (an apply).
-    let requests = version_requests(&quota_ns.ns).await;
-    assert_eq!(
-        requests,
-        [
-            ("create (dry run)".to_string(), 20),
-            ("patch".to_string(), 20)
-        ]
-        .into(),
-        "{requests:?}"
-    );
+    assert_version_requests(&quota_ns.ns, &[("create (dry run)", 20), ("patch", 20)]).await;
     // The other namespace: one request per version.
-    let requests = version_requests(&free.ns).await;
-    assert_eq!(requests, [("patch".to_string(), 20)].into(), "{requests:?}");
+    assert_version_requests(&free.ns, &[("patch", 20)]).await;
     free.cleanup().await;
     quota_ns.cleanup().await;
 }
@@ -184,16 +178,7 @@ async fn an_operator_that_may_not_watch_admission_dry_runs_every_sync() {
     )
     .await;
     t.wait_ready("ch", "Synchronized", SYNC).await;
-    let requests = version_requests(&t.ns).await;
-    assert_eq!(
-        requests,
-        [
-            ("create (dry run)".to_string(), 3),
-            ("patch".to_string(), 3)
-        ]
-        .into(),
-        "{requests:?}"
-    );
+    assert_version_requests(&t.ns, &[("create (dry run)", 3), ("patch", 3)]).await;
     assert!(
         t.operator_log()
             .contains("dry-running the version writes first: not watched"),

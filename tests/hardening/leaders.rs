@@ -71,13 +71,7 @@ async fn a_leader_that_cannot_renew_its_lease_stops_before_the_lease_can_expire(
     })
     .await;
     // A sync is under way when the API server starts refusing the leader's renewals.
-    let data = channel_data(&[("a", "v1")]);
-    t.create_channel("ch", custom_spec(&slow_script(30, &data)))
-        .await;
-    t.eventually("the syncer pod", SYNC, || async {
-        (t.pods_created() == 1).then_some(())
-    })
-    .await;
+    sync_under_way(&t, 30).await;
     let policy = Policy::refusing_lease_renewals(&t, "cut-off").await;
     // It steps down and exits (a restart makes it a follower) before the Lease expires.
     let status = t

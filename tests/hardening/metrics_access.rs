@@ -50,26 +50,14 @@ impl MetricsReader {
             "metadata": {"name": name},
             "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
         });
-        roles
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(role).unwrap(),
-            )
-            .await
-            .unwrap();
+        create_json(&roles, role, "the metrics reader ClusterRole").await;
         let bindings: Api<ClusterRoleBinding> = Api::all(t.client.clone());
         let binding = json!({
             "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": t.ns}],
         });
-        bindings
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(binding).unwrap(),
-            )
-            .await
-            .unwrap();
+        create_json(&bindings, binding, "the metrics reader ClusterRoleBinding").await;
         // Once the authorizer has the binding (the operator's first answer is cached).
         let reviews: Api<SubjectAccessReview> = Api::all(t.client.clone());
         let user = format!("system:serviceaccount:{}:{account}", t.ns);

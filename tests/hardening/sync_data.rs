@@ -5,13 +5,7 @@ use super::*;
 #[tokio::test]
 async fn an_on_demand_request_during_a_sync_causes_exactly_one_more_sync() {
     let t = TestNs::started("request-during", &[]).await;
-    let data = channel_data(&[("a", "v1")]);
-    t.create_channel("ch", custom_spec(&slow_script(4, &data)))
-        .await;
-    t.eventually("the first syncer pod", SYNC, || async {
-        (t.pods_created() == 1).then_some(())
-    })
-    .await;
+    sync_under_way(&t, 4).await;
     // Asked while the first sync runs: its data predates the request.
     t.request_sync("ch", "during-1").await;
     let ch = t

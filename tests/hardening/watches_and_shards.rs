@@ -252,8 +252,7 @@ async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves
     let before_b = t.channel("cb").await;
     let before_a = t.channel("ca").await;
     t.request_sync("cb", "while-b-is-down").await;
-    t.request_sync("ca", "while-b-is-down").await;
-    t.wait_next_attempt("ca", &before_a, SYNC).await;
+    t.sync_again("ca", "while-b-is-down", &before_a, SYNC).await;
     let after_b = t.channel("cb").await;
     assert_eq!(
         after_b.status, before_b.status,
@@ -280,8 +279,7 @@ async fn two_shards_serve_only_their_own_channels_and_a_relabelled_channel_moves
     assert_eq!(attempt(&ca), attempt(&moved), "the move started a sync");
     assert_eq!(t.pods_created(), 4, "{}", t.operator_log());
     let moved = t.channel("ca").await;
-    t.request_sync("ca", "after-the-move").await;
-    t.wait_next_attempt("ca", &moved, SYNC).await;
+    t.sync_again("ca", "after-the-move", &moved, SYNC).await;
     assert_eq!(
         t.pods_created(),
         5,

@@ -74,10 +74,7 @@ async fn a_big_layer_before_the_file_is_streamed_with_flat_memory_and_bounded() 
     let mut t = TestNs::new("oci-big-layer").await;
     let ns = t.ns.clone();
     let l = Layout::new(&format!("{ns}-big"));
-    let file = tar_of(&[(
-        "channel.json",
-        elemental(&["after-the-zeros"]).to_string().as_bytes(),
-    )]);
+    let file = channel_tar(&elemental(&["after-the-zeros"]));
     // Top down, a 1 GiB uncompressed layer (1 GiB crosses the network) and 200 MiB of
     // gzip'd zeros (a small blob that inflates) are read before the one with the file.
     let desc = l.image(

@@ -81,21 +81,54 @@ fn site_key(near: &Path) -> String {
     key.display().to_string()
 }
 
-/// `skopeo inspect --raw` of a reference in the test registry.
-fn raw_manifest(reference: &str) -> Value {
+/// `skopeo inspect` of a reference in the test registry, with `options` (what to print).
+fn skopeo_inspect(options: &[&str], reference: &str) -> Vec<u8> {
     let (u, p) = creds();
-    let out = run_ok(
-        Command::new("skopeo").args([
-            "inspect",
-            "--raw",
+    run_ok(
+        Command::new("skopeo").arg("inspect").args(options).args([
             "--tls-verify=false",
             "--creds",
             &format!("{u}:{p}"),
             &format!("docker://{reference}"),
         ]),
         "skopeo inspect",
-    );
-    serde_json::from_slice(&out).unwrap()
+    )
+}
+
+/// `skopeo inspect --raw` of a reference in the test registry.
+fn raw_manifest(reference: &str) -> Value {
+    serde_json::from_slice(&skopeo_inspect(&["--raw"], reference)).unwrap()
+}
+
+/// The digest of `reference` in the test registry.
+fn raw_digest(reference: &str) -> String {
+    let out = skopeo_inspect(&["--format", "{{.Digest}}"], reference);
+    String::from_utf8_lossy(&out).trim().to_string()
+}
+
+/// An empty bundle directory `name` (what an earlier run left removed), and its `dir:`
+/// reference.
+fn fresh_bundle(name: &str) -> (PathBuf, String) {
+    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&bundle);
+    let to_dir = format!("dir:{}", bundle.display());
+    (bundle, to_dir)
+}
+
+/// Pushes an amd64 image of `layers` to the test registry as `repo:1.0`, the tag these
+/// tests' upgrade images have; the layout it was made in.
+fn push_os_image(repo: &str, layers: &[Layer]) -> Layout {
+    let l = Layout::new(&repo.replace('/', "-"));
+    let desc = l.image(layers, "amd64");
+    l.push(desc, repo, "1.0");
+    l
+}
+
+/// Channel data of one version, `name`, upgrading to `image`.
+fn upgrading_to(name: &str, image: &str) -> Value {
+    let mut data = elemental(&[name]);
+    data[0]["spec"]["metadata"]["upgradeImage"] = json!(image);
+    data
 }
 
 #[tokio::test]
@@ -104,9 +137,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     let ns = t.ns.clone();
     let r = registry();
     // The upgrade images: one single-arch, one index of two architectures, signed.
-    let single = Layout::new(&format!("{ns}-single"));
-    let desc = single.image(&[gz_layer(&rootfs())], "amd64");
-    single.push(desc, &format!("{ns}/os-single"), "1.0");
+    push_os_image(&format!("{ns}/os-single"), &[gz_layer(&rootfs())]);
     let multi = Layout::new(&format!("{ns}-multi"));
     let amd = multi.image(&[gz_layer(&rootfs())], "amd64");
     let arm = multi.image(&[gz_layer(&tar_of(&[("etc/arch", b"arm64")]))], "arm64");
@@ -129,9 +160,7 @@ async fn a_channel_and_its_images_cross_the_air_gap_through_a_directory_and_sync
     publisher.sign(&format!("{ns}/channel"), &channel_digest);
 
     // The connected side: into a directory.
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     let source = format!("{r}/{ns}/channel:v1");
     let first = mirror_json(&t, &[&source, "--to", &to_dir], 0);
     assert_eq!(first["channel_state"], "copied", "{first:#}");
@@ -421,18 +450,16 @@ async fn a_mirror_killed_mid_copy_resumes_and_pushes_through_token_auth() {
     let t = TestNs::new("mirror-resume").await;
     let ns = t.ns.clone();
     let r = registry();
-    let l = Layout::new(&format!("{ns}-big"));
-    let desc = l.image(&[gz_layer(&rootfs()), noise_layer(64)], "amd64");
-    l.push(desc, &format!("{ns}/os-big"), "1.0");
+    let l = push_os_image(
+        &format!("{ns}/os-big"),
+        &[gz_layer(&rootfs()), noise_layer(64)],
+    );
     let _ = std::fs::remove_dir_all(&l.dir);
-    let mut data = elemental(&["big"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os-big:1.0"));
+    let data = upgrading_to("big", &format!("{r}/{ns}/os-big:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &data);
     let source = format!("{r}/{ns}/channel:v1");
 
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     // The first run, killed while the big layer is being written.
     let mut child = mirror_command(&t, &[&source, "--to", &to_dir])
         .stdout(std::process::Stdio::null())

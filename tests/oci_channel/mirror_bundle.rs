@@ -22,16 +22,11 @@ async fn a_bundle_renamed_out_of_the_prefix_or_missing_a_blob_is_refused_or_repa
     let t = TestNs::new("mirror-bundle").await;
     let ns = t.ns.clone();
     let r = registry();
-    let l = Layout::new(&format!("{ns}-img"));
-    let desc = l.image(&[gz_layer(&rootfs())], "amd64");
-    l.push(desc, &format!("{ns}/os"), "1.0");
-    let mut data = elemental(&["one"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os:1.0"));
+    push_os_image(&format!("{ns}/os"), &[gz_layer(&rootfs())]);
+    let data = upgrading_to("one", &format!("{r}/{ns}/os:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &data);
     let source = format!("{r}/{ns}/channel:v1");
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     mirror_json(&t, &[&source, "--to", &to_dir], 0);
 
     // A blob lost (the channel's 2-byte config, its manifest, the image's layer) or cut

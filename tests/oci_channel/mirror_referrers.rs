@@ -119,17 +119,14 @@ async fn referrers_cross_the_air_gap_by_api_and_by_tag() {
     let image = format!("{src}/{ns}/os@{digest}");
     assert_eq!(discovered(&image, true), std::slice::from_ref(&sbom));
 
-    let mut data = elemental(&["one"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{src}/{ns}/os:1.0"));
+    let data = upgrading_to("one", &format!("{src}/{ns}/os:1.0"));
     let file = l.dir.join("channel.json");
     std::fs::write(&file, data.to_string()).unwrap();
     let file = file.display().to_string();
     let insecure = ["--insecure-registry", src.as_str()];
 
     // Into a directory: the SBOM goes under the referrers tag.
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-bundle-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-bundle-{ns}"));
     let args = |extra: &[&str]| {
         let mut a = vec![file.as_str(), "--to", to_dir.as_str()];
         a.extend(insecure);
@@ -265,20 +262,11 @@ async fn a_referrer_whose_subject_is_another_image_is_not_copied() {
         .concat(),
     );
 
-    let mut data = elemental(&["one"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/os:1.0"));
+    let data = upgrading_to("one", &format!("{r}/{ns}/os:1.0"));
     let file = l.dir.join("channel.json");
     std::fs::write(&file, data.to_string()).unwrap();
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-subject-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let o = mirror(
-        &t,
-        &[
-            &file.display().to_string(),
-            "--to",
-            &format!("dir:{}", bundle.display()),
-        ],
-    );
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-subject-{ns}"));
+    let o = mirror(&t, &[&file.display().to_string(), "--to", &to_dir]);
     assert!(o.status.success(), "{}", said(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(

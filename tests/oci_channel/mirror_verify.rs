@@ -8,12 +8,8 @@ use super::*;
 
 /// An upgrade image pushed to `<ns>/os:1.0`, and a channel of one version upgrading to it.
 fn channel_of(ns: &str) -> Value {
-    let os = Layout::new(&format!("{ns}-os"));
-    let desc = os.image(&[gz_layer(&rootfs())], "amd64");
-    os.push(desc, &format!("{ns}/os"), "1.0");
-    let mut data = elemental(&["v1"]);
-    data[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{}/{ns}/os:1.0", registry()));
-    data
+    push_os_image(&format!("{ns}/os"), &[gz_layer(&rootfs())]);
+    upgrading_to("v1", &format!("{}/{ns}/os:1.0", registry()))
 }
 
 /// Whether the test registry has `reference`.
@@ -33,15 +29,16 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
 }
 
-/// The one `error:` line a refused run prints.
-fn one_error(o: &std::process::Output) -> String {
-    let errors: Vec<String> = stderr(o)
-        .lines()
-        .filter(|l| l.starts_with("error:"))
-        .map(str::to_string)
-        .collect();
+/// Asserts that the run was refused with exit code `code`, in one `error:` line saying
+/// each of `says`.
+fn refused(o: &std::process::Output, code: i32, says: &[&str]) {
+    assert_eq!(o.status.code(), Some(code), "{}", said(o));
+    let text = stderr(o);
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{}", said(o));
-    errors[0].clone()
+    for part in says {
+        assert!(errors[0].contains(part), "{part:?} missing: {}", said(o));
+    }
 }
 
 #[tokio::test]
@@ -56,9 +53,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
     let key = publisher.public_key_file();
     let source = format!("{r}/{ns}/channel:v1");
     let source_repo = format!("{r}/{ns}/channel");
-    let bundle = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("mirror-verify-{ns}"));
-    let _ = std::fs::remove_dir_all(&bundle);
-    let to_dir = format!("dir:{}", bundle.display());
+    let (bundle, to_dir) = fresh_bundle(&format!("mirror-verify-{ns}"));
     let site = format!("{r}/{ns}-site");
 
     // The connected side: verified as it is read, and the signature kept in the bundle.
@@ -94,20 +89,16 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &other.public_key_file(),
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
-    assert!(
-        one_error(&o).contains("does not match the key"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["does not match the key"]);
     assert!(!exists(&format!("{site}/{ns}/channel:v1")), "{}", said(&o));
 
     // The edit: another channel, naming an image of the editor's, mirrored into the same
     // bundle under the channel's name: new data and manifest, the entry repointed; the
     // signed channel and its signature are still beside it.
-    let evil = Layout::new(&format!("{ns}-evil"));
-    let desc = evil.image(&[gz_layer(&tar_of(&[("etc/evil", b"1")]))], "amd64");
-    evil.push(desc, &format!("{ns}/evil"), "1.0");
+    push_os_image(
+        &format!("{ns}/evil"),
+        &[gz_layer(&tar_of(&[("etc/evil", b"1")]))],
+    );
     let mut edited = data.clone();
     edited[0]["spec"]["metadata"]["upgradeImage"] = json!(format!("{r}/{ns}/evil:1.0"));
     push_channel(&format!("{ns}/channel"), "v1", &edited);
@@ -116,13 +107,7 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
 
     // At the site: refused in one line, exit 1, nothing published.
     let o = mirror(&t, &[&to_dir, "--to", &site, "--verify-key", &key]);
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
-    let error = one_error(&o);
-    assert!(
-        error.contains("--verify-key") && error.contains("is not the signed channel's"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["--verify-key", "is not the signed channel's"]);
     assert!(!exists(&format!("{site}/{ns}/channel:v1")), "{}", said(&o));
     assert!(!exists(&format!("{site}/{ns}/evil:1.0")), "{}", said(&o));
     let evil_digest = raw_digest(&format!("{r}/{ns}/evil:1.0"));
@@ -150,32 +135,9 @@ async fn a_signed_channel_verifies_across_a_bundle_and_an_edited_bundle_publishe
             &key,
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", said(&o));
-    assert!(
-        one_error(&o).contains("no cosign signature"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 1, &["no cosign signature"]);
     assert!(!other_dir.join("index.json").exists(), "{}", said(&o));
     t.cleanup().await;
-}
-
-/// The digest of `reference` in the test registry.
-fn raw_digest(reference: &str) -> String {
-    let (u, p) = creds();
-    let out = run_ok(
-        Command::new("skopeo").args([
-            "inspect",
-            "--tls-verify=false",
-            "--format",
-            "{{.Digest}}",
-            "--creds",
-            &format!("{u}:{p}"),
-            &format!("docker://{reference}"),
-        ]),
-        "skopeo inspect",
-    );
-    String::from_utf8_lossy(&out).trim().to_string()
 }
 
 #[tokio::test]
@@ -190,13 +152,7 @@ async fn sign_key_refuses_a_source_nothing_verified_unless_told() {
     let site = format!("{r}/{ns}-site");
 
     let o = mirror(&t, &[&file, "--to", &site, "--sign-key", &key]);
-    assert_eq!(o.status.code(), Some(2), "{}", said(&o));
-    let error = one_error(&o);
-    assert!(
-        error.contains("--verify-key") && error.contains("--sign-unverified"),
-        "{}",
-        said(&o)
-    );
+    refused(&o, 2, &["--verify-key", "--sign-unverified"]);
     assert_eq!(stderr(&o).lines().count(), 1, "{}", said(&o));
     assert!(o.stdout.is_empty(), "{}", said(&o));
     // Told: signed; the channel is copied now, so the refused run published nothing.

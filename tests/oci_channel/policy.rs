@@ -193,18 +193,14 @@ async fn an_arm_fleet_sees_the_arm_versions_of_an_elemental_image_and_keep_only_
         "platforms: [linux/arm64]\nkeep: 1\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
-        .args(["validate", "--format", "json", "--policy"])
-        .arg(dir.join("policy.yaml"))
-        .arg(dir.join("c.json"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new(env!("CARGO_BIN_EXE_rancheros-operator"))
+            .args(["validate", "--format", "json", "--policy"])
+            .arg(dir.join("policy.yaml"))
+            .arg(dir.join("c.json")),
+        "validate --policy",
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = serde_json::from_slice(&out).unwrap();
     let policy = &report["files"][0]["policy"];
     assert_eq!(policy["published"], 2, "{report:#}");
     assert_eq!(

@@ -93,8 +93,7 @@ async fn resync(
     why: &str,
 ) -> rancheros_operator::api::ManagedOSVersionChannel {
     let before = t.channel(name).await;
-    t.request_sync(name, why).await;
-    t.wait_next_attempt(name, &before, SYNC).await
+    t.sync_again(name, why, &before, SYNC).await
 }
 
 #[tokio::test]
@@ -150,8 +149,7 @@ async fn a_registry_of_a_private_ca_is_trusted_through_ca_secret_ref_only() {
     let ch = resync(&t, "private", "registry-ca").await;
     assert_outcome(ch, "Synchronized", "", &format!("v1@{second}"));
     assert_eq!(t.version_names().await, ["tls-a", "tls-b", "tls-c"]);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 #[tokio::test]
@@ -215,8 +213,7 @@ async fn a_token_auth_registry_is_read_with_the_token_flow() {
     );
     assert_outcome(ch, "FailedToSync", &want, &format!("v1@{first}"));
     assert_eq!(t.version_names().await, ["token-a"]);
-    assert_eq!(t.pods_created(), 0);
-    t.cleanup().await;
+    cleanup_podless(t).await;
 }
 
 /// A TCP proxy in front of the test registry that passes requests whole and answers

@@ -45,17 +45,13 @@ impl Signer {
     }
 
     pub(super) fn cosign(&self, args: &[&str]) {
-        let out = Command::new(helm_tool("cosign"))
-            .args(args)
-            .current_dir(&self.dir)
-            .env("COSIGN_PASSWORD", "")
-            .env("DOCKER_CONFIG", self.dir.join("docker"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cosign {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new(helm_tool("cosign"))
+                .args(args)
+                .current_dir(&self.dir)
+                .env("COSIGN_PASSWORD", "")
+                .env("DOCKER_CONFIG", self.dir.join("docker")),
+            &format!("cosign {args:?}"),
         );
     }
 

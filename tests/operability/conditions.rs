@@ -16,8 +16,7 @@ async fn ready_stays_true_during_a_routine_resync_and_reconciling_shows_the_sync
 
     // An on-demand resync of a healthy channel: a routine one.
     let recorder = Recorder::start(&t, "ch").await;
-    t.request_sync("ch", "routine").await;
-    t.wait_next_attempt("ch", &synced, SYNC).await;
+    t.sync_again("ch", "routine", &synced, SYNC).await;
     // The recorder's watch may be a moment behind the read that saw the outcome: the sync
     // seen, then a state after it.
     t.eventually(
@@ -269,11 +268,7 @@ async fn an_unchanged_sync_writes_no_normal_event_and_repeated_failures_are_one_
     t.wait_next_attempt("ch", &ch, SYNC).await;
     let normal = t
         .eventually("the Event of the second change", SYNC, || async {
-            let normal: Vec<_> = events_with_counts(&t, "ch")
-                .await
-                .into_iter()
-                .filter(|e| e.0 == "Normal")
-                .collect();
+            let normal = events_of_type(&t, "ch", "Normal").await;
             normal
                 .iter()
                 .any(|e| e.2.contains("(1 created)") && e.2.starts_with("synchronized 2"))
@@ -311,11 +306,7 @@ async fn an_unchanged_sync_writes_no_normal_event_and_repeated_failures_are_one_
     .await;
     let warnings = t
         .eventually("the failure Event counted four times", SYNC, || async {
-            let warnings: Vec<_> = events_with_counts(&t, "ch")
-                .await
-                .into_iter()
-                .filter(|e| e.0 == "Warning")
-                .collect();
+            let warnings = events_of_type(&t, "ch", "Warning").await;
             (warnings.iter().map(|e| e.3).sum::<i32>() >= 4).then_some(warnings)
         })
         .await;
@@ -340,4 +331,17 @@ async fn an_unchanged_sync_writes_no_normal_event_and_repeated_failures_are_one_
     })
     .await;
     t.cleanup().await;
+}
+
+/// The channel's Events of type `type_` (`Normal`, `Warning`), with their series counts.
+async fn events_of_type(
+    t: &TestNs,
+    channel: &str,
+    type_: &str,
+) -> Vec<(String, String, String, i32)> {
+    events_with_counts(t, channel)
+        .await
+        .into_iter()
+        .filter(|e| e.0 == type_)
+        .collect()
 }

@@ -75,11 +75,17 @@ fail() {
 
 ckc() { kc -n "$CHECK_NS" "$@"; }
 
-# create_pod NAME: the pod manifest on stdin, @NAME@ and @IMAGE@ filled in
+# create_pod NAME: a pod that is never restarted, the rest of its spec on stdin (indented as
+# under `spec:`), @IMAGE@ filled in
 create_pod() {
 	local manifest
-	manifest="$(cat)"
-	manifest="${manifest//@NAME@/$1}"
+	manifest="apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+spec:
+  restartPolicy: Never
+$(cat)"
 	manifest="${manifest//@IMAGE@/$RUNNER_IMAGE}"
 	ckc create -f - <<<"$manifest" >/dev/null || fail "create pod $1 failed"
 }
@@ -126,12 +132,6 @@ delete_and_wait() {
 # the file and stays up (like `display`) until the pod is deleted.
 check_init_container_output() {
 	create_pod init-output <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: @NAME@
-spec:
-  restartPolicy: Never
   automountServiceAccountToken: false
   terminationGracePeriodSeconds: 5
   volumes:
@@ -174,12 +174,6 @@ YAML
 # A pod that runs to completion: phase Succeeded, log still readable, deleted quickly.
 check_completed_pod() {
 	create_pod completed <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: @NAME@
-spec:
-  restartPolicy: Never
   automountServiceAccountToken: false
   volumes:
   - {name: data, emptyDir: {}}
@@ -207,12 +201,6 @@ YAML
 # operator's own client's job; here it is the routing and the token).
 check_in_cluster_api() {
 	create_pod api <<'YAML'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: @NAME@
-spec:
-  restartPolicy: Never
   containers:
   - name: main
     image: @IMAGE@
