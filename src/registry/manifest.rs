@@ -1,7 +1,10 @@
 //! Manifests and image indexes (OCI and Docker v2), and the choices made from them: which
 //! manifest of an index serves the platform, which layers hold the data.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
 
 use crate::config::Platform;
 
@@ -22,7 +25,10 @@ pub const DATA_TYPES: [&str; 2] = [
 /// The largest manifest read (as containerd bounds them).
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+/// Annotations, as the OCI spec has them: a map of strings.
+pub type Annotations = BTreeMap<String, String>;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
     #[serde(default)]
@@ -30,16 +36,85 @@ pub struct Descriptor {
     pub digest: String,
     #[serde(default)]
     pub size: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<DescPlatform>,
+    /// The type of the artifact it names (OCI 1.1: a referrers index lists it).
+    #[serde(default, deserialize_with = "passed_on")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<String>,
+    #[serde(default, deserialize_with = "passed_on")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Annotations>,
+    /// What else it carries, kept so that an index written again (a referrers tag
+    /// extended) loses nothing.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
 }
 
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct DescPlatform {
     pub os: String,
     pub architecture: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// A field the client only carries along (an artifact's type, annotations): a value not of
+/// its type reads as absent, never a reason to refuse the manifest that carries it.
+fn passed_on<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
+/// An image index as it is written (a referrers tag): its manifests, and what else it
+/// carries, kept.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Index {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Absent or `null`: none.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub manifests: Vec<Descriptor>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+impl Index {
+    /// A new OCI index of `manifests`.
+    pub fn new(manifests: Vec<Descriptor>) -> Index {
+        Index {
+            schema_version: Some(2),
+            media_type: Some(OCI_INDEX.into()),
+            manifests,
+            other: Map::new(),
+        }
+    }
+}
+
+fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Descriptor>, D::Error> {
+    Ok(Option::deserialize(d)?.unwrap_or_default())
+}
+
+/// What a manifest says of itself (OCI 1.1), beyond what it names: the image it refers to
+/// (`subject`), its artifact type, its config, its annotations (as sent: whoever acts on
+/// them checks they are strings).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Head {
+    pub subject: Option<Descriptor>,
+    #[serde(default, deserialize_with = "passed_on")]
+    pub artifact_type: Option<String>,
+    #[serde(default, deserialize_with = "passed_on")]
+    pub config: Option<Descriptor>,
+    pub annotations: Option<Map<String, Value>>,
 }
 
 /// A manifest or an index: which one is told by `mediaType` (the body's, else the
@@ -238,7 +313,9 @@ mod tests {
                 os: os.into(),
                 architecture: architecture.into(),
                 variant: variant.map(str::to_string),
+                other: Default::default(),
             }),
+            ..Default::default()
         }
     }
 
@@ -256,6 +333,23 @@ mod tests {
         let odd = serde_json::to_vec(&json!({"mediaType": "text/plain", "layers": []})).unwrap();
         assert!(parse(&odd, None).unwrap_err().contains("text/plain"));
         assert!(parse(b"{", None).is_err());
+    }
+
+    #[test]
+    fn what_a_descriptor_only_passes_on_refuses_nothing() {
+        // Fields the client does not act on, sent malformed, read as absent.
+        let body = json!({"mediaType": OCI_INDEX, "manifests": [{"mediaType": OCI_MANIFEST,
+            "digest": "sha256:0", "size": 1, "artifactType": 5, "annotations": {"a": 1}}]});
+        let Ok(Manifest::Index(entries)) = parse(&serde_json::to_vec(&body).unwrap(), None) else {
+            panic!("an index")
+        };
+        assert_eq!(
+            (
+                entries[0].artifact_type.as_ref(),
+                entries[0].annotations.as_ref()
+            ),
+            (None, None)
+        );
     }
 
     #[test]

@@ -185,7 +185,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(parts.len(), 4);
-        let all: Vec<String> = parts
+        let all: std::collections::BTreeSet<String> = parts
             .iter()
             .flat_map(|p| p.accesses.iter().map(ToString::to_string))
             .collect();
@@ -200,10 +200,7 @@ mod tests {
             "watch resourcequotas in fleet",
             "watch validatingadmissionpolicybindings.admissionregistration.k8s.io cluster-wide",
         ] {
-            assert!(
-                all.iter().any(|a| a == expected),
-                "{expected} not in {all:#?}"
-            );
+            assert!(all.contains(expected), "{expected} not in {all:#?}");
         }
         assert!(!all.iter().any(|a| a.contains(LEASE_NAME)), "{all:#?}");
         assert_eq!(parts[0].title, "RBAC for channels in namespace fleet");

@@ -30,8 +30,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::commands::output::Format;
-use steps::{Copies, Sides};
-use walk::Stats;
+use steps::{Copies, Run, Sides};
 
 /// The largest channel data read from a file, URL or layout.
 const MAX_DATA_BYTES: u64 = 16 << 20;
@@ -138,16 +137,15 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     }
     // The plan: what SOURCE and DEST are, and the stores of both sides.
     let sides = Sides::open(&args)?;
-    let (src, dst) = sides.stores();
-    let stats = Stats::default();
+    let run = Run::new(&args, &sides);
     // SOURCE's channel: read, verified, checked (a signed one kept whole in a layout).
-    let mut channel = steps::read(&args, &sides, &src, &dst, &stats).await?;
+    let mut channel = steps::read(&run).await?;
     // Every image, with its signatures and referrers; a failure publishes nothing.
     let Copies {
         images,
         rewritten,
         drift,
-    } = match steps::copy_images(&args, &sides, &src, &dst, &channel.value, &stats).await? {
+    } = match steps::copy_images(&run, &channel.value).await? {
         Ok(copies) => copies,
         Err(failures) => {
             failures.say();
@@ -156,12 +154,12 @@ pub async fn run(args: MirrorArgs) -> Result<u8, String> {
     };
     channel.drift.extend(drift);
     // The channel rewritten to DEST, published last.
-    let published = match steps::publish(&sides, &dst, &mut channel, &rewritten).await? {
+    let published = match steps::publish(&run, &mut channel, &rewritten).await? {
         Ok(published) => published,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(1);
         }
     };
-    report::report(&args, &sides, channel, images, published, &stats)
+    report::report(&run, channel, images, published)
 }

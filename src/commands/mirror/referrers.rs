@@ -11,10 +11,9 @@
 //! SOURCE's listing; a referrer whose annotations pass [`MAX_ANNOTATIONS`] or
 //! [`MAX_ANNOTATION_BYTES`] is not copied.
 
-use serde_json::{Value, json};
-
 use crate::digest::DigestTag;
-use crate::registry::{self, PullError, manifest::OCI_INDEX};
+use crate::registry::manifest::{Annotations, Descriptor, Head, Index, OCI_INDEX};
+use crate::registry::{self, PullError};
 
 use crate::commands::mirror::Mode;
 use crate::commands::mirror::store::{Loc, Store};
@@ -26,88 +25,101 @@ pub const MAX_ANNOTATIONS: usize = 32;
 pub const MAX_ANNOTATION_BYTES: usize = 8 << 10;
 
 /// The descriptors of a referrers index, each naming a well-formed digest.
-pub fn descriptors(index: &[u8]) -> Result<Vec<Value>, String> {
-    let v: Value =
-        serde_json::from_slice(index).map_err(|_| "a referrers index is not JSON".to_string())?;
-    v["manifests"]
-        .as_array()
+pub fn descriptors(index: &[u8]) -> Result<Vec<Descriptor>, String> {
+    let index: Index = serde_json::from_slice(index)
+        .map_err(|_| "a referrers index is not JSON, or not shaped as an index".to_string())?;
+    index
+        .manifests
         .into_iter()
-        .flatten()
-        .map(|d| match d["digest"].as_str() {
-            Some(digest) if registry::Algorithm::of(digest).is_some() => Ok(d.clone()),
-            other => Err(format!("a referrers index names the digest {other:?}")),
+        .map(|d| match registry::Algorithm::of(&d.digest) {
+            Some(_) => Ok(d),
+            None => Err(format!("a referrers index names the digest {:?}", d.digest)),
         })
         .collect()
 }
 
 /// The referrers index entry of the referrer manifest `body` (digest `digest`, media type
 /// `media_type`) of the image `subject`: `Err` says why it is not one.
-pub fn entry(subject: &str, digest: &str, media_type: &str, body: &[u8]) -> Result<Value, String> {
-    let m: Value = serde_json::from_slice(body).map_err(|_| "it is not JSON".to_string())?;
-    match m["subject"]["digest"].as_str() {
-        Some(s) if s == subject => {}
+pub fn entry(
+    subject: &str,
+    digest: &str,
+    media_type: &str,
+    body: &[u8],
+) -> Result<Descriptor, String> {
+    let m: Head = serde_json::from_slice(body)
+        .map_err(|_| "it is not JSON, or not shaped as a manifest".to_string())?;
+    match m.subject {
+        Some(s) if s.digest == subject => {}
         Some(s) => {
             return Err(format!(
                 "its subject is {}, not the image",
-                crate::text::head(s, 80)
+                crate::text::head(&s.digest, 80)
             ));
         }
         None => return Err("it names no subject".into()),
     }
-    let mut e = json!({"mediaType": media_type, "digest": digest, "size": body.len()});
-    // The manifest's own type, else its config's; an index without one has none.
-    let artifact_type = m["artifactType"]
-        .as_str()
-        .or_else(|| m["config"]["mediaType"].as_str());
-    if let Some(t) = artifact_type {
-        e["artifactType"] = json!(t);
-    }
-    if let Some(annotations) = m.get("annotations") {
-        let map = annotations
-            .as_object()
-            .filter(|a| a.values().all(Value::is_string))
-            .ok_or("its annotations are not a map of strings")?;
-        let bytes = annotations.to_string().len();
-        if map.len() > MAX_ANNOTATIONS || bytes > MAX_ANNOTATION_BYTES {
+    let annotations = m.annotations.map(strings).transpose()?;
+    if let Some(a) = &annotations {
+        let bytes = serde_json::to_string(a).map_err(|e| e.to_string())?.len();
+        if a.len() > MAX_ANNOTATIONS || bytes > MAX_ANNOTATION_BYTES {
             return Err(format!(
                 "its {} annotations take {bytes} bytes (at most {MAX_ANNOTATIONS}, {MAX_ANNOTATION_BYTES} bytes)",
-                map.len()
+                a.len()
             ));
         }
-        e["annotations"] = annotations.clone();
     }
-    Ok(e)
+    Ok(Descriptor {
+        media_type: media_type.into(),
+        digest: digest.into(),
+        size: body.len() as u64,
+        // The manifest's own type, else its config's; an index without one has none.
+        artifact_type: m
+            .artifact_type
+            .or_else(|| m.config.map(|c| c.media_type).filter(|t| !t.is_empty())),
+        annotations,
+        ..Descriptor::default()
+    })
+}
+
+/// Annotations that are all strings, as the spec has them; others are refused, not
+/// dropped one by one.
+fn strings(map: serde_json::Map<String, serde_json::Value>) -> Result<Annotations, String> {
+    map.into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(v) => Ok((k, v)),
+            _ => Err("its annotations are not a map of strings".to_string()),
+        })
+        .collect()
 }
 
 /// Those of `wanted` that `have` does not list, by digest, in `wanted`'s order.
-pub fn missing(wanted: &[Value], have: &[Value]) -> Vec<Value> {
-    let listed = |d: &Value| have.iter().any(|h| h["digest"] == d["digest"]);
+pub fn missing(wanted: &[Descriptor], have: &[Descriptor]) -> Vec<Descriptor> {
+    let listed = |d: &Descriptor| have.iter().any(|h| h.digest == d.digest);
     wanted.iter().filter(|d| !listed(d)).cloned().collect()
 }
 
 /// The referrers tag's index with `add` appended (an existing index keeps its entries and
 /// fields; none yet: a new one).
-pub fn extend(existing: Option<&[u8]>, add: &[Value]) -> Result<Vec<u8>, String> {
+pub fn extend(existing: Option<&[u8]>, add: &[Descriptor]) -> Result<Vec<u8>, String> {
     let mut index = match existing {
-        Some(body) => serde_json::from_slice::<Value>(body)
-            .map_err(|_| "DEST's referrers tag is not JSON".to_string())?,
-        None => json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}),
+        Some(body) => serde_json::from_slice::<Index>(body)
+            .map_err(|_| "DEST's referrers tag is not JSON, or not an index".to_string())?,
+        None => Index::new(Vec::new()),
     };
-    if !index["manifests"].is_array() {
-        index["manifests"] = json!([]);
-    }
-    if let Some(list) = index["manifests"].as_array_mut() {
-        for d in add {
-            if !list.iter().any(|h| h["digest"] == d["digest"]) {
-                list.push(d.clone());
-            }
+    for d in add {
+        if !index.manifests.iter().any(|h| h.digest == d.digest) {
+            index.manifests.push(d.clone());
         }
     }
     serde_json::to_vec(&index).map_err(|e| e.to_string())
 }
 
 /// The referrers a side lists for `digest`, and whether it has the API.
-async fn listed(store: &Store<'_>, loc: &Loc, digest: &str) -> Result<(bool, Vec<Value>), String> {
+async fn listed(
+    store: &Store<'_>,
+    loc: &Loc,
+    digest: &str,
+) -> Result<(bool, Vec<Descriptor>), String> {
     let at = |e: String| format!("{}: {e}", loc.at(digest));
     let fail = |e: PullError| e.to_string();
     if let Some(index) = store.referrers(loc, digest).await.map_err(fail)? {
@@ -139,7 +151,7 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
     let fail = |e: PullError| e.to_string();
     let mut added = Vec::with_capacity(missing.len());
     for d in &missing {
-        let child = d["digest"].as_str().unwrap_or_default();
+        let child = d.digest.as_str();
         let (body, media_type) = walk
             .src
             .manifest(walk.from, child)
@@ -196,6 +208,7 @@ pub(super) async fn copy(walk: &mut Walk<'_, '_>, digest: &str) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -225,10 +238,14 @@ mod tests {
         let mt = "application/vnd.oci.image.manifest.v1+json";
         let body = referrer(A, json!({"org.example": "sbom"}));
         let e = entry(A, "sha256:cc", mt, &body).unwrap();
-        assert_eq!(e["digest"], "sha256:cc");
-        assert_eq!(e["size"], body.len());
-        assert_eq!(e["artifactType"], "application/vnd.oci.empty.v1+json");
-        assert_eq!(e["annotations"]["org.example"], "sbom");
+        assert_eq!(e.media_type, mt);
+        assert_eq!(e.digest, "sha256:cc");
+        assert_eq!(e.size, body.len() as u64);
+        assert_eq!(
+            e.artifact_type.as_deref(),
+            Some("application/vnd.oci.empty.v1+json")
+        );
+        assert_eq!(e.annotations.unwrap()["org.example"], "sbom");
         let e = entry(B, "sha256:cc", mt, &body).unwrap_err();
         assert!(e.contains("its subject is sha256:aaaa"), "{e}");
         let e = entry(A, "sha256:cc", mt, br#"{"layers":[]}"#).unwrap_err();
@@ -251,7 +268,7 @@ mod tests {
         let mut m: Value = serde_json::from_slice(&referrer(A, json!({}))).unwrap();
         m["artifactType"] = json!("application/spdx+json");
         let e = entry(A, "sha256:cc", mt, &serde_json::to_vec(&m).unwrap()).unwrap();
-        assert_eq!(e["artifactType"], "application/spdx+json");
+        assert_eq!(e.artifact_type.as_deref(), Some("application/spdx+json"));
     }
 
     #[test]
@@ -260,6 +277,7 @@ mod tests {
         assert!(descriptors(&index(&["latest"])).is_err());
         assert!(descriptors(b"<html>").is_err());
         assert!(descriptors(b"{}").unwrap().is_empty());
+        assert!(descriptors(br#"{"manifests":null}"#).unwrap().is_empty());
     }
 
     #[test]
@@ -268,7 +286,7 @@ mod tests {
         let have = descriptors(&index(&[B])).unwrap();
         let m = missing(&wanted, &have);
         assert_eq!(m.len(), 1);
-        assert_eq!(m[0]["digest"], A);
+        assert_eq!(m[0].digest, A);
         assert!(missing(&wanted, &wanted).is_empty());
     }
 
@@ -279,11 +297,25 @@ mod tests {
         let body = extend(Some(&existing), &add).unwrap();
         let out = descriptors(&body).unwrap();
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0]["digest"], B);
-        assert_eq!(out[1]["artifactType"], "application/spdx+json");
+        assert_eq!(out[0].digest, B);
+        assert_eq!(
+            out[1].artifact_type.as_deref(),
+            Some("application/spdx+json")
+        );
         let fresh = extend(None, &add[..1]).unwrap();
         let v: Value = serde_json::from_slice(&fresh).unwrap();
         assert_eq!(v["mediaType"], OCI_INDEX);
+        assert_eq!(v["schemaVersion"], 2);
         assert_eq!(descriptors(&fresh).unwrap().len(), 1);
+        // What the tag carries that the mirror does not read stays, in it and its entries.
+        let odd = json!({"schemaVersion": 2, "x-index": [1], "manifests": [
+            {"mediaType": "m", "digest": B, "size": 2, "data": "e30=",
+             "annotations": {"a": "b"}}]});
+        let body = extend(Some(&serde_json::to_vec(&odd).unwrap()), &add[..1]).unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["x-index"], json!([1]));
+        assert_eq!(v["manifests"][0], odd["manifests"][0]);
+        assert_eq!(v["manifests"][1]["digest"], A);
+        assert!(v.get("mediaType").is_none(), "{v}");
     }
 }

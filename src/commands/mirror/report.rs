@@ -6,10 +6,10 @@ use std::sync::atomic::Ordering;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{MirrorArgs, Mode};
+use super::Mode;
 use crate::commands::mirror::plan::{self, Dest};
-use crate::commands::mirror::steps::{Channel, Published, Sides};
-use crate::commands::mirror::walk::{Copied, State, Stats};
+use crate::commands::mirror::steps::{Channel, Published, Run};
+use crate::commands::mirror::walk::{Copied, State};
 use crate::commands::output::Format;
 
 #[derive(Serialize)]
@@ -58,12 +58,12 @@ impl ImageReport {
 
 /// Says how the run went; its exit code: 2 when a check found drift, else 0.
 pub(super) fn report(
-    args: &MirrorArgs,
-    sides: &Sides,
+    Run {
+        args, sides, stats, ..
+    }: &Run<'_>,
     channel: Channel,
     images: Vec<(String, Copied)>,
     published: Published,
-    stats: &Stats,
 ) -> Result<u8, String> {
     let (printed, printed_secret) = match &sides.dest {
         Dest::Registry(_) => {

@@ -5,11 +5,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::commands::mirror::MAX_DATA_BYTES;
+use crate::commands::mirror::layout::Layout;
 use crate::commands::mirror::plan::Source;
 use crate::commands::mirror::registries::Registries;
 use crate::commands::mirror::store::Store;
 use crate::config::ImageRef;
 use crate::registry;
+use crate::registry::manifest::MAX_MANIFEST_BYTES;
 
 /// Reads the channel data; from a layout, also the name it was stored under. `verify_key`:
 /// an oci channel's digest must be signed by it (checked before its data is read); a file
@@ -91,17 +93,8 @@ pub(super) async fn read_channel(
                     d.display()
                 )
             })?;
-            let body = l
-                .manifest(&digest, registry::manifest::MAX_MANIFEST_BYTES)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{} lacks the channel's manifest {digest}", d.display()))?;
-            if registry::matches(&digest, &body) != Some(true) {
-                return Err(format!(
-                    "the channel's manifest in {} is not what its digest names",
-                    d.display()
-                ));
-            }
+            let manifest = "the channel's manifest";
+            let body = checked(l, d, &digest, MAX_MANIFEST_BYTES, manifest).await?;
             let layers = match registry::manifest::parse(&body, None) {
                 Ok(registry::manifest::Manifest::Image(layers)) => layers,
                 Ok(registry::manifest::Manifest::Index(_)) => Vec::new(),
@@ -112,18 +105,31 @@ pub(super) async fn read_channel(
                 .next()
                 .ok_or("the channel's manifest names no layer")?
                 .digest;
-            let data = l
-                .manifest(&layer, MAX_DATA_BYTES)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("{} lacks the channel data {layer}", d.display()))?;
-            if registry::matches(&layer, &data) != Some(true) {
-                return Err(format!(
-                    "the channel data in {} is not what its digest names",
-                    d.display()
-                ));
-            }
+            let data = checked(l, d, &layer, MAX_DATA_BYTES, "the channel data").await?;
             Ok((data, Some(name), None))
         }
     }
+}
+
+/// `what`, by `digest`, from the layout `l` in `dir` (at most `max` bytes): it must be
+/// there, and be what its digest names.
+async fn checked(
+    l: &Layout,
+    dir: &Path,
+    digest: &str,
+    max: u64,
+    what: &str,
+) -> Result<Vec<u8>, String> {
+    let body = l
+        .manifest(digest, max)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{} lacks {what} {digest}", dir.display()))?;
+    if registry::matches(digest, &body) != Some(true) {
+        return Err(format!(
+            "{what} in {} is not what its digest names",
+            dir.display()
+        ));
+    }
+    Ok(body)
 }

@@ -87,6 +87,29 @@ impl Sides {
     }
 }
 
+/// What every step of a run works with: the flags, the sides with their stores, the
+/// counts of what was read and sent.
+pub(super) struct Run<'a> {
+    pub(super) args: &'a MirrorArgs,
+    pub(super) sides: &'a Sides,
+    pub(super) src: Store<'a>,
+    pub(super) dst: Store<'a>,
+    pub(super) stats: Stats,
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn new(args: &'a MirrorArgs, sides: &'a Sides) -> Run<'a> {
+        let (src, dst) = sides.stores();
+        Run {
+            args,
+            sides,
+            src,
+            dst,
+            stats: Stats::default(),
+        }
+    }
+}
+
 /// SOURCE's channel, as read and as it is being rewritten.
 pub(super) struct Channel {
     pub(super) data: Vec<u8>,
@@ -100,13 +123,8 @@ pub(super) struct Channel {
 
 /// Reads SOURCE's channel (verified as it is read, given `--verify-key`), checks its data,
 /// and keeps the signed channel in a layout DEST.
-pub(super) async fn read(
-    args: &MirrorArgs,
-    sides: &Sides,
-    src: &Store<'_>,
-    dst: &Store<'_>,
-    stats: &Stats,
-) -> Result<Channel, String> {
+pub(super) async fn read(run: &Run<'_>) -> Result<Channel, String> {
+    let (args, sides, src) = (run.args, run.sides, &run.src);
     let verify_key = args.verify_key.as_deref().map(trust::key).transpose()?;
     let (data, name, source_digest) = source::read_channel(
         &sides.source,
@@ -140,6 +158,7 @@ pub(super) async fn read(
     // The signed channel kept, once its data is found valid (invalid data keeps nothing).
     let mut drift = Vec::new();
     if let Some(signed) = &keep {
+        let (dst, stats) = (&run.dst, &run.stats);
         let kept = copy_image(src, dst, &sides.dest, signed, sides.mode, stats, &[])
             .await
             .map_err(|e| format!("keeping the signed channel {signed}: {e}"))?;
@@ -186,13 +205,10 @@ impl Failures {
 
 /// Copies every image the channel names, `--jobs` at once, each said as it ends.
 pub(super) async fn copy_images(
-    args: &MirrorArgs,
-    sides: &Sides,
-    src: &Store<'_>,
-    dst: &Store<'_>,
+    run: &Run<'_>,
     value: &Value,
-    stats: &Stats,
 ) -> Result<Result<Copies, Failures>, String> {
+    let (args, src, dst, stats) = (run.args, &run.src, &run.dst, &run.stats);
     // Every image once, however many versions name it.
     let mut wanted: BTreeMap<String, ImageRef> = BTreeMap::new();
     for f in crate::channel::images::images(value) {
@@ -200,7 +216,7 @@ pub(super) async fn copy_images(
             .map_err(|e| format!("version {} ({}): {e}", f.index, f.field))?;
         wanted.insert(f.reference, image);
     }
-    let (dest, mode, platforms) = (&sides.dest, sides.mode, &args.platform);
+    let (dest, mode, platforms) = (&run.sides.dest, run.sides.mode, &args.platform);
     let mut outcomes = futures::stream::iter(wanted.iter().map(|(text, image)| async move {
         let result = copy_image(src, dst, dest, image, mode, stats, platforms).await;
         (text.clone(), result)
@@ -279,8 +295,7 @@ pub(super) struct Published {
 /// Rewrites the channel's images to their DEST references and publishes it; the inner
 /// `Err` is a failure of the publishing itself.
 pub(super) async fn publish(
-    sides: &Sides,
-    dst: &Store<'_>,
+    Run { sides, dst, .. }: &Run<'_>,
     channel: &mut Channel,
     rewritten: &BTreeMap<String, String>,
 ) -> Result<Result<Published, String>, String> {

@@ -323,15 +323,8 @@ pub async fn run(mut args: OperatorArgs) -> Result<(), OperatorError> {
         Ok(())
     };
     info!("stopped");
-    if server.is_finished() {
-        match server.await {
-            Ok(r) => r?,
-            Err(e) => warn!("the metrics server ended abnormally: {e}"),
-        }
-    } else {
-        server.abort();
-    }
     for (task, what) in [
+        (Some(server), "the metrics server"),
         (webhook, "the registry webhook"),
         (channel_server, "the channel server"),
     ] {

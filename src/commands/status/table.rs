@@ -15,17 +15,48 @@ const REVISION_MAX: usize = 24;
 /// Hex digits of a digest a row shows (as `docker images` does).
 const DIGEST_HEX: usize = 12;
 
-const HEADER: [&str; 9] = [
-    "NAMESPACE",
-    "NAME",
-    "READY",
-    "REASON",
-    "VERSIONS",
-    "REVISION",
-    "LAST SYNC",
-    "NEXT SYNC",
-    "MESSAGE",
+/// A column's cell of a channel's view, as of a time.
+type Cell = fn(&ChannelView, Timestamp) -> String;
+
+/// Each column: its header and its cell.
+const COLUMNS: [(&str, Cell); 9] = [
+    ("NAMESPACE", |v, _| v.namespace.clone()),
+    ("NAME", |v, _| v.name.clone()),
+    ("READY", |v, _| v.ready.clone()),
+    ("REASON", |v, _| v.reason.clone().unwrap_or_else(dash)),
+    ("VERSIONS", |v, _| {
+        v.versions.map_or_else(dash, |n| n.to_string())
+    }),
+    ("REVISION", |v, _| {
+        v.revision.as_deref().map_or_else(dash, short_revision)
+    }),
+    ("LAST SYNC", |v, now| {
+        v.last_sync_time.map_or_else(dash, |t| {
+            format!("{} ago", human(since(now, t).unwrap_or_default()))
+        })
+    }),
+    ("NEXT SYNC", next_sync),
+    ("MESSAGE", |v, _| {
+        v.message
+            .as_deref()
+            .map_or_else(dash, |m| text::clean(m, MESSAGE_MAX))
+    }),
 ];
+
+/// An empty cell.
+fn dash() -> String {
+    "-".to_string()
+}
+
+fn next_sync(v: &ChannelView, now: Timestamp) -> String {
+    if v.syncing {
+        return "syncing".to_string();
+    }
+    v.next_sync_time.map_or_else(dash, |t| match since(now, t) {
+        Some(late) if !late.is_zero() => "due".into(),
+        _ => format!("in {}", human(until(now, t))),
+    })
+}
 
 /// The row of one channel, as of `now`.
 pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
@@ -34,30 +65,7 @@ pub fn row(ch: &ManagedOSVersionChannel, now: Timestamp) -> [String; 9] {
 
 /// The row of one channel's view, as of `now`.
 fn row_of(v: &ChannelView, now: Timestamp) -> [String; 9] {
-    let dash = || "-".to_string();
-    let next = if v.syncing {
-        "syncing".to_string()
-    } else {
-        v.next_sync_time.map_or_else(dash, |t| match since(now, t) {
-            Some(late) if !late.is_zero() => "due".into(),
-            _ => format!("in {}", human(until(now, t))),
-        })
-    };
-    [
-        v.namespace.clone(),
-        v.name.clone(),
-        v.ready.clone(),
-        v.reason.clone().unwrap_or_else(dash),
-        v.versions.map_or_else(dash, |n| n.to_string()),
-        v.revision.as_deref().map_or_else(dash, short_revision),
-        v.last_sync_time.map_or_else(dash, |t| {
-            format!("{} ago", human(since(now, t).unwrap_or_default()))
-        }),
-        next,
-        v.message
-            .as_deref()
-            .map_or_else(dash, |m| text::clean(m, MESSAGE_MAX)),
-    ]
+    COLUMNS.map(|(_, cell)| cell(v, now))
 }
 
 /// The table of these channels, sorted by namespace and name, header first.
@@ -68,7 +76,7 @@ pub fn render(channels: &[ManagedOSVersionChannel], now: Timestamp) -> String {
 /// The table of these views, in their order, header first.
 pub fn render_views(views: &[ChannelView], now: Timestamp) -> String {
     let rows: Vec<[String; 9]> = views.iter().map(|v| row_of(v, now)).collect();
-    let header = HEADER.map(String::from);
+    let header = COLUMNS.map(|(name, _)| name.to_string());
     let mut widths = [0usize; 9];
     for r in std::iter::once(&header).chain(&rows) {
         for (w, cell) in widths.iter_mut().zip(r) {

@@ -133,23 +133,31 @@ mod tests {
 
     #[test]
     fn every_kind_of_change_by_name() {
-        let before = [
-            version("kept", "1", "v1", false),
-            version("bumped", "2", "v1", false),
-            version("dropped", "3", "v1", false),
-            version("gone", "4", "v1", true),
-            version("back", "5", "v1", true),
-            version("recreated", "6", "v1", false),
+        // Each version before the sync and after it: (uid, spec.version, flagged), or
+        // `None` where it is not there.
+        let history = [
+            ("kept", Some(("1", "v1", false)), Some(("1", "v1", false))),
+            ("bumped", Some(("2", "v1", false)), Some(("2", "v2", false))),
+            ("dropped", Some(("3", "v1", false)), Some(("3", "v1", true))),
+            ("gone", Some(("4", "v1", true)), None),
+            ("back", Some(("5", "v1", true)), Some(("5", "v1", false))),
+            (
+                "recreated",
+                Some(("6", "v1", false)),
+                Some(("7", "v1", false)),
+            ),
+            ("new-b", None, Some(("8", "v1", false))),
+            ("new-a", None, Some(("9", "v1", false))),
         ];
-        let mut after = vec![
-            version("kept", "1", "v1", false),
-            version("bumped", "2", "v2", false),
-            version("dropped", "3", "v1", true),
-            version("back", "5", "v1", false),
-            version("recreated", "7", "v1", false),
-            version("new-b", "8", "v1", false),
-            version("new-a", "9", "v1", false),
-        ];
+        let at = |moment: usize| -> Vec<ManagedOSVersion> {
+            history
+                .iter()
+                .filter_map(|&(name, before, after)| {
+                    [before, after][moment].map(|(uid, v, flagged)| version(name, uid, v, flagged))
+                })
+                .collect()
+        };
+        let (before, mut after) = (at(0), at(1));
         // The resource version alone changes nothing a user sees.
         after[0].metadata.resource_version = Some("2".into());
         let c = Changes::between(&snapshot(&before), &snapshot(&after));

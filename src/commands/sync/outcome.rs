@@ -165,14 +165,39 @@ mod tests {
         )
     }
 
+    fn ready_failed(reason: &str, message: &str) -> serde_json::Value {
+        cond("Ready", "False", reason, message)
+    }
+
+    fn running(message: &str) -> serde_json::Value {
+        cond("Reconciling", "True", "Synchronizing", message)
+    }
+
+    fn failure(reason: &str, message: &str) -> State {
+        State::Failed {
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The channel with request `annotation`, whose status records the request value
+    /// `served` and shows `conditions`.
+    fn served(
+        annotation: &str,
+        served: &str,
+        conditions: &[serde_json::Value],
+    ) -> ManagedOSVersionChannel {
+        channel(
+            annotation,
+            json!({"syncRequestedAt": served, "conditions": conditions}),
+        )
+    }
+
     #[test]
     fn the_last_outcome_before_the_request_is_not_ours() {
         let mut r = Request::new("B", Some("u1".into()));
         // Served "A" earlier, nothing running: the operator has not picked B up yet.
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "A", "conditions": [ready_ok()]}),
-        );
+        let ch = served("B", "A", &[ready_ok()]);
         assert_eq!(
             r.observe(&ch),
             State::Waiting("waiting for the operator to pick up the request".into())
@@ -185,50 +210,26 @@ mod tests {
     #[test]
     fn a_sync_that_began_before_the_request_does_not_count() {
         let mut r = Request::new("B", Some("u1".into()));
-        let running = cond(
-            "Reconciling",
-            "True",
-            "Synchronizing",
-            "syncer pod c started",
-        );
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "A", "conditions": [ready_ok(), running]}),
-        );
+        let ch = served("B", "A", &[ready_ok(), running("syncer pod c started")]);
         let State::Waiting(text) = r.observe(&ch) else {
             panic!()
         };
         assert!(text.contains("started before the request"), "{text}");
         assert!(r.earlier_sync);
         // It ends, still recording A: not ours either.
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "A", "conditions": [ready_ok()]}),
-        );
+        let ch = served("B", "A", &[ready_ok()]);
         assert!(matches!(r.observe(&ch), State::Waiting(_)));
     }
 
     #[test]
     fn ours_running_then_finished() {
         let mut r = Request::new("B", Some("u1".into()));
-        let running = cond(
-            "Reconciling",
-            "True",
-            "Synchronizing",
-            "syncer pod c\nstarted",
-        );
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "B", "conditions": [ready_ok(), running]}),
-        );
+        let ch = served("B", "B", &[ready_ok(), running("syncer pod c\nstarted")]);
         assert_eq!(
             r.observe(&ch),
             State::Waiting("syncer pod c started".into())
         );
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "B", "conditions": [ready_ok()]}),
-        );
+        let ch = served("B", "B", &[ready_ok()]);
         assert_eq!(
             r.observe(&ch),
             State::Succeeded("synchronized 2 versions (2 created)".into())
@@ -238,19 +239,17 @@ mod tests {
     #[test]
     fn a_failure_names_its_reason_and_message() {
         let mut r = Request::new("B", None);
-        let ready = cond(
-            "Ready",
-            "False",
+        let ready = ready_failed(
             "FailedToSync",
             "the runner exited with code 3:\nboom (attempt 1; retrying in 1m)",
         );
-        let ch = channel("B", json!({"syncRequestedAt": "B", "conditions": [ready]}));
+        let ch = served("B", "B", &[ready]);
         assert_eq!(
             r.observe(&ch),
-            State::Failed {
-                reason: "FailedToSync".into(),
-                message: "the runner exited with code 3: boom (attempt 1; retrying in 1m)".into()
-            }
+            failure(
+                "FailedToSync",
+                "the runner exited with code 3: boom (attempt 1; retrying in 1m)"
+            )
         );
     }
 
@@ -258,26 +257,17 @@ mod tests {
     fn a_later_request_of_someone_else_counts() {
         let mut r = Request::new("B", Some("u1".into()));
         // Someone asked again ("C") before the operator picked ours up...
-        let ch = channel(
-            "C",
-            json!({"syncRequestedAt": "A", "conditions": [ready_ok()]}),
-        );
+        let ch = served("C", "A", &[ready_ok()]);
         assert!(matches!(r.observe(&ch), State::Waiting(_)));
         // ...and the operator served only the latest.
-        let ch = channel(
-            "C",
-            json!({"syncRequestedAt": "C", "conditions": [ready_ok()]}),
-        );
+        let ch = served("C", "C", &[ready_ok()]);
         assert!(matches!(r.observe(&ch), State::Succeeded(_)));
     }
 
     #[test]
     fn channels_that_do_not_sync_fail_at_once() {
         let mut r = Request::new("B", Some("u1".into()));
-        let mut ch = channel(
-            "B",
-            json!({"syncRequestedAt": "A", "conditions": [ready_ok()]}),
-        );
+        let mut ch = served("B", "A", &[ready_ok()]);
         ch.spec.suspend = Some(true);
         assert!(matches!(r.observe(&ch), State::Failed { reason, .. } if reason == "Suspended"));
         ch.spec.suspend = None;
@@ -286,22 +276,11 @@ mod tests {
             matches!(r.observe(&ch), State::Failed { reason, .. } if reason == "ChannelDisabled")
         );
         // Invalid for this generation: the operator will not sync it.
-        let invalid = cond(
-            "Ready",
-            "False",
-            "InvalidConfiguration",
-            "spec.type is empty",
-        );
-        let ch = channel(
-            "B",
-            json!({"syncRequestedAt": "A", "conditions": [invalid]}),
-        );
+        let invalid = ready_failed("InvalidConfiguration", "spec.type is empty");
+        let ch = served("B", "A", &[invalid]);
         assert_eq!(
             r.observe(&ch),
-            State::Failed {
-                reason: "InvalidConfiguration".into(),
-                message: "spec.type is empty".into()
-            }
+            failure("InvalidConfiguration", "spec.type is empty")
         );
         // Invalid for an older generation: the new spec has not been looked at yet.
         let mut ch = ch;

@@ -27,6 +27,14 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// A scratch layout with no entries yet.
+fn empty_layout(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+    std::fs::write(dir.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+    dir
+}
+
 fn once(body: &[u8]) -> BoxStream<'static, Result<bytes::Bytes, PullError>> {
     futures::stream::iter([Ok(bytes::Bytes::copy_from_slice(body))]).boxed()
 }
@@ -90,9 +98,7 @@ async fn no_write_into_a_layout_follows_a_symlink_an_attacker_left() {
 
 #[tokio::test]
 async fn a_manifest_that_is_a_symlink_to_an_endless_file_is_refused_not_read() {
-    let dir = scratch("dev-zero");
-    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
-    std::fs::write(dir.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+    let dir = empty_layout("dev-zero");
     let digest = format!("sha256:{}", "a".repeat(64));
     let path = dir.join("blobs/sha256").join("a".repeat(64));
     std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
@@ -111,9 +117,7 @@ async fn a_manifest_that_is_a_symlink_to_an_endless_file_is_refused_not_read() {
 
 #[tokio::test]
 async fn a_blob_longer_than_its_descriptor_stops_being_written_there() {
-    let dir = scratch("oversized");
-    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
-    std::fs::write(dir.join("index.json"), br#"{"manifests":[]}"#).unwrap();
+    let dir = empty_layout("oversized");
     let l = Layout::open(&dir, true).unwrap();
     let pulled = std::sync::Arc::new(AtomicU64::new(0));
     let counter = pulled.clone();

@@ -2,28 +2,38 @@ use super::*;
 
 #[test]
 fn sources_and_destinations_are_told_apart() {
-    assert_eq!(source("dir:bundle").unwrap(), Source::Dir("bundle".into()));
-    assert_eq!(
-        source("https://example.com/c.json").unwrap(),
-        Source::Url("https://example.com/c.json".into())
-    );
-    assert_eq!(
-        source("registry.example/os/channel:v1").unwrap(),
-        Source::Oci("registry.example/os/channel:v1".into())
-    );
-    assert!(source("registry.example/os/channel").is_err(), "no tag");
-    assert_eq!(
-        dest("registry.site.lan/os/").unwrap(),
-        Dest::Registry("registry.site.lan/os".into())
-    );
-    assert_eq!(
-        dest("127.0.0.1:5000").unwrap(),
-        Dest::Registry("127.0.0.1:5000".into())
-    );
-    assert_eq!(dest("dir:/tmp/b").unwrap(), Dest::Dir("/tmp/b".into()));
-    assert!(dest("dir:").is_err());
-    assert!(dest("os").is_err(), "a bare word names no registry");
-    assert!(dest("Registry.Example/UPPER").is_err());
+    for (text, parsed) in [
+        ("dir:bundle", Some(Source::Dir("bundle".into()))),
+        (
+            "https://example.com/c.json",
+            Some(Source::Url("https://example.com/c.json".into())),
+        ),
+        (
+            "registry.example/os/channel:v1",
+            Some(Source::Oci("registry.example/os/channel:v1".into())),
+        ),
+        // No tag.
+        ("registry.example/os/channel", None),
+    ] {
+        assert_eq!(source(text).ok(), parsed, "{text}");
+    }
+    for (text, parsed) in [
+        (
+            "registry.site.lan/os/",
+            Some(Dest::Registry("registry.site.lan/os".into())),
+        ),
+        (
+            "127.0.0.1:5000",
+            Some(Dest::Registry("127.0.0.1:5000".into())),
+        ),
+        ("dir:/tmp/b", Some(Dest::Dir("/tmp/b".into()))),
+        ("dir:", None),
+        // A bare word names no registry.
+        ("os", None),
+        ("Registry.Example/UPPER", None),
+    ] {
+        assert_eq!(dest(text).ok(), parsed, "{text}");
+    }
 }
 
 #[test]
