@@ -379,7 +379,9 @@ async fn a_private_operator_image_reaches_syncer_pods_through_the_syncer_pull_se
     let operator_image = format!("--operator-image={image}");
     let data = channel_data(&[("a", "v1")]);
     let mut spec = custom_spec(&write_script(&data));
-    spec["options"]["timeout"] = json!("30s");
+    // Long enough for the runner (init container) to finish on a loaded node, so that the
+    // timeout finds the display container's pull failing, not the pod still initialising.
+    spec["options"]["timeout"] = json!("60s");
 
     // Without the flag the syncer pod has no credentials for the display container.
     t.start_operator(&[&operator_image]);
@@ -387,7 +389,7 @@ async fn a_private_operator_image_reaches_syncer_pods_through_the_syncer_pull_se
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
     let message = assert_pull_failed(
         &ch,
-        "timed out after 30s: the syncer pod did not finish (display: ",
+        "timed out after 60s: the syncer pod did not finish (display: ",
         &image,
     );
     eprintln!("without --syncer-image-pull-secret: {message}");
