@@ -389,7 +389,7 @@ async fn a_private_operator_image_reaches_syncer_pods_through_the_syncer_pull_se
     let ch = t.wait_ready("ch", "FailedToSync", SYNC).await;
     let message = assert_pull_failed(
         &ch,
-        "timed out after 60s: the syncer pod did not finish (display: ",
+        "timed out after 1m: the syncer pod did not finish (display: ",
         &image,
     );
     eprintln!("without --syncer-image-pull-secret: {message}");
