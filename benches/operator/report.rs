@@ -14,16 +14,54 @@ pub use crate::value::MIB;
 pub struct Goal {
     pub name: &'static str,
     pub measured: Value,
-    pub target: &'static str,
+    pub target: String,
     pub met: bool,
 }
 
-fn goal(name: &'static str, measured: impl Into<Value>, target: &'static str, met: bool) -> Goal {
+/// A goal's bound, written once as the target shows it: the check parses the same text.
+#[derive(Clone, Copy)]
+enum Bound {
+    AtMost(&'static str),
+    Below(&'static str),
+    Exactly(&'static str),
+}
+
+impl Bound {
+    fn holds(self, x: f64) -> bool {
+        let number = |b: &str| b.parse::<f64>().unwrap_or(f64::NAN);
+        match self {
+            Bound::AtMost(b) => x <= number(b),
+            Bound::Below(b) => x < number(b),
+            Bound::Exactly(b) => x == number(b),
+        }
+    }
+
+    fn text(self) -> String {
+        match self {
+            Bound::AtMost(b) => format!("<= {b}"),
+            Bound::Below(b) => format!("< {b}"),
+            Bound::Exactly(b) => b.to_string(),
+        }
+    }
+}
+
+/// A goal met when `measured` is within `bound`.
+fn goal(name: &'static str, measured: impl Into<Value>, bound: Bound) -> Goal {
+    let measured = measured.into();
+    let met = measured.number().is_some_and(|x| bound.holds(x));
     Goal {
         name,
-        measured: measured.into(),
-        target,
+        measured,
+        target: bound.text(),
         met,
+    }
+}
+
+impl Goal {
+    /// Says after the bound what it stands for.
+    fn noting(mut self, note: &str) -> Self {
+        self.target.push_str(note);
+        self
     }
 }
 
@@ -37,56 +75,48 @@ pub fn goals(big: &Big, many: &Many, requests: &Requests, oci: Option<&Oci>) -> 
         goal(
             "big channel: sync time / kubectl create time",
             big.first / big.kubectl,
-            "<= 1.0",
-            big.first / big.kubectl <= 1.0,
+            Bound::AtMost("1.0"),
         ),
         goal(
             "big channel: version write requests per version, first sync (dry runs included, no admission)",
             big.first_writes.per(big.versions),
-            "<= 1.05",
-            big.first_writes.per(big.versions) <= 1.05,
+            Bound::AtMost("1.05"),
         ),
         goal(
             "big channel: operator peak RSS, first sync and resync (MiB)",
             big.rss as f64 / MIB,
-            "< 48",
-            (big.rss as f64) < 48.0 * MIB,
+            Bound::Below("48"),
         ),
         goal(
             "unchanged resync: version write requests",
             big.resync_writes,
-            "0",
-            big.resync_writes == 0.0,
+            Bound::Exactly("0"),
         ),
         goal(
             "unchanged resync: time / first sync's time",
             ratio(big.resync, big.first),
-            "< 0.10",
-            big.resync <= 0.10 * big.first,
+            Bound::Below("0.10"),
         ),
         goal(
             "many channels: operator peak RSS (MiB)",
             many.rss as f64 / MIB,
-            "< 64",
-            (many.rss as f64) < 64.0 * MIB,
+            Bound::Below("64"),
         ),
         goal(
             "many channels: LISTs of managedosversions",
             many.lists,
-            "<= 3 (the watch's own)",
-            many.lists <= 3.0,
-        ),
+            Bound::AtMost("3"),
+        )
+        .noting(" (the watch's own)"),
         goal(
             "operator's requests per channel sync, first sync (besides version writes and the pod's own)",
             requests.own_first,
-            "<= 5",
-            requests.own_first <= 5.0,
+            Bound::AtMost("5"),
         ),
         goal(
             "operator's requests per channel sync, on-demand resync",
             requests.own_resync,
-            "<= 5",
-            requests.own_resync <= 5.0,
+            Bound::AtMost("5"),
         ),
     ];
     if let Some(u) = &big.unpaced {
@@ -94,24 +124,24 @@ pub fn goals(big: &Big, many: &Many, requests: &Requests, oci: Option<&Oci>) -> 
             goal(
                 "big channel, --write-qps 0: sync time / 16 kubectl writers' create time",
                 u.seconds / big.kubectl16,
-                "<= 0.9",
-                u.seconds <= 0.9 * big.kubectl16,
+                Bound::AtMost("0.9"),
             ),
             goal(
                 "big channel, --write-qps 0: operator peak RSS (MiB)",
                 u.rss as f64 / MIB,
-                "< 48",
-                (u.rss as f64) < 48.0 * MIB,
+                Bound::Below("48"),
             ),
         ]);
     }
     if let Some(a) = &big.admitted {
-        goals.push(goal(
-            "under an admission policy: version write requests per version, first sync",
-            a.writes.per(a.versions),
-            "<= 2.05 (a dry run and the write)",
-            a.writes.per(a.versions) <= 2.05,
-        ));
+        goals.push(
+            goal(
+                "under an admission policy: version write requests per version, first sync",
+                a.writes.per(a.versions),
+                Bound::AtMost("2.05"),
+            )
+            .noting(" (a dry run and the write)"),
+        );
     }
     if let Some(oci) = oci {
         let (c, o) = (&oci.custom, &oci.oci);
@@ -121,20 +151,17 @@ pub fn goals(big: &Big, many: &Many, requests: &Requests, oci: Option<&Oci>) -> 
             goal(
                 "oci vs custom: oci first sync time / custom's",
                 ratio(o.first, c.first),
-                "<= 0.2",
-                o.first <= 0.2 * c.first,
+                Bound::AtMost("0.2"),
             ),
             goal(
                 "oci unchanged resync: registry requests",
                 last_pull,
-                "1",
-                last_pull == 1,
+                Bound::Exactly("1"),
             ),
             goal(
                 "oci unchanged resync: pods created, version writes",
                 quiet,
-                "0",
-                quiet == 0.0,
+                Bound::Exactly("0"),
             ),
         ]);
     }
@@ -378,8 +405,8 @@ fn first_sync_rows(
 }
 
 /// Flux's published figures for 1,000 OCIRepositories (1 CPU): ready in 85 s at 67 MiB.
-pub const FLUX_SECONDS: f64 = 85.0;
-pub const FLUX_MIB: f64 = 67.0;
+pub const FLUX_SECONDS: &str = "85";
+pub const FLUX_MIB: &str = "67";
 
 /// The oci-scale rows' goals: Flux's published figures for the one-version row (the same
 /// shape), and one version write request per version for every row.
@@ -391,15 +418,15 @@ pub fn oci_scale_goals(runs: &[OciScale]) -> Vec<Goal> {
                 goal(
                     "oci scale (1 version each): first create -> all Synchronized (s)",
                     r.after_first,
-                    "< 85 (Flux's, 1,000 OCIRepositories)",
-                    r.after_first < FLUX_SECONDS,
-                ),
+                    Bound::Below(FLUX_SECONDS),
+                )
+                .noting(" (Flux's, 1,000 OCIRepositories)"),
                 goal(
                     "oci scale (1 version each): operator peak RSS (MiB)",
                     r.rss as f64 / MIB,
-                    "< 67 (Flux's)",
-                    (r.rss as f64) < FLUX_MIB * MIB,
-                ),
+                    Bound::Below(FLUX_MIB),
+                )
+                .noting(" (Flux's)"),
             ]);
         }
         goals.push(goal(
@@ -409,8 +436,7 @@ pub fn oci_scale_goals(runs: &[OciScale]) -> Vec<Goal> {
                 "oci scale (10 versions each): version write requests per version"
             },
             r.writes.per(r.versions),
-            "<= 1.05",
-            r.writes.per(r.versions) <= 1.05,
+            Bound::AtMost("1.05"),
         ));
     }
     goals
@@ -523,6 +549,30 @@ mod tests {
             message: "synchronized 5000 versions (5000 created)".into(),
             resync_message: "synchronized 5000 versions (no changes)".into(),
             ..Big::skipped()
+        }
+    }
+
+    #[test]
+    fn every_bound_is_a_number_its_check_can_read() {
+        for b in [
+            Bound::AtMost("1.05"),
+            Bound::Below(FLUX_SECONDS),
+            Bound::Exactly("0"),
+        ] {
+            let text = b.text();
+            let n: f64 = text.trim_start_matches(['<', '=', ' ']).parse().unwrap();
+            assert!(b.holds(n) != matches!(b, Bound::Below(_)), "{text}");
+        }
+        let g = goals(
+            &big(1.0, 1.0, 1.0),
+            &Many::default(),
+            &Requests::default(),
+            None,
+        );
+        for g in g {
+            let bound = g.target.trim_start_matches(['<', '=', ' ']);
+            let number = bound.split(' ').next().unwrap();
+            assert!(number.parse::<f64>().is_ok(), "{}: {}", g.name, g.target);
         }
     }
 

@@ -15,6 +15,15 @@ pub enum Value {
 }
 
 impl Value {
+    /// The value as a number, for a goal's check; `None` for text, maps and lists.
+    pub fn number(&self) -> Option<f64> {
+        match self {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
     fn inner(&self) -> String {
         match self {
             // As Python's repr: 2.0, 151.0, 0.5.
