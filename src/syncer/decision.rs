@@ -91,8 +91,9 @@ pub enum Effect {
         name: String,
         uid: String,
     },
-    /// Server-side apply of the whole version. `replaces`: the version it updates, as
-    /// the sync read it (`want` carries its uid, a precondition); `None`: it creates one.
+    /// The whole version: server-side apply of it over `replaces`, the version it updates
+    /// as the sync read it (`want` carries its uid, a precondition); a create where that
+    /// is `None`.
     ApplyVersion {
         want: Box<ManagedOSVersion>,
         replaces: Option<Arc<ManagedOSVersion>>,

@@ -9,6 +9,7 @@ mod budget;
 mod custom;
 mod decision;
 pub mod drift;
+pub mod fields;
 pub mod frame;
 mod json;
 pub mod orphan;

@@ -1,11 +1,10 @@
 //! Which `ManagedOSVersion` writes a sync needs: from the versions the channel lists and
 //! the versions that exist in its namespace.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::Value;
 
@@ -14,8 +13,7 @@ use super::Effect;
 // needs in `owner`, so that `orphan` and `versions` do not import each other.
 pub use super::owner::{conflict, controlled_by};
 use crate::api::{
-    CHANNEL_LABEL, FIELD_MANAGER, ManagedOSVersion, ManagedOSVersionChannel,
-    NO_LONGER_IN_SYNC_ANNOTATION,
+    CHANNEL_LABEL, ManagedOSVersion, ManagedOSVersionChannel, NO_LONGER_IN_SYNC_ANNOTATION,
 };
 use crate::channel::ChannelVersion;
 use crate::config::ChannelConfig;
@@ -159,8 +157,8 @@ fn with_registry(registry: &str, target: &str) -> String {
 
 /// Whether `existing` must be written to become `want`. Only what the operator owns counts:
 /// everything `want` sets must be there with the same value (numbers compared by value),
-/// and nothing the operator's last apply set may be left that `want` no longer sets (a
-/// label dropped from the channel data). Fields other managers added are ignored.
+/// and nothing the operator set may be left that `want` no longer sets (a label dropped
+/// from the channel data; what it set is [`super::fields::ours`]). Fields other managers added are ignored.
 pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
     if metadata_only(existing) {
         // As cached: the hash says it all (a removed or forged one differs too). One
@@ -183,8 +181,8 @@ pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
     {
         return true;
     }
-    let Some(owned) = owned_fields(existing) else {
-        // Not written by this operator's apply yet (or the record is gone): write once.
+    let Some(owned) = super::fields::ours(existing) else {
+        // Not written by this operator yet (or the record is gone): write once.
         return true;
     };
     let want_meta = serde_json::json!({
@@ -198,22 +196,6 @@ pub fn differs(existing: &ManagedOSVersion, want: &ManagedOSVersion) -> bool {
     });
     owns_more(&owned_meta, &want_meta)
         || owns_more(owned.get("f:spec").unwrap_or(&Value::Null), &want_spec)
-}
-
-/// The fields the operator's last server-side apply set (`managedFields`, `FieldsV1`), as
-/// the API server sent them (or as text).
-fn owned_fields(v: &ManagedOSVersion) -> Option<Cow<'_, Value>> {
-    let fields = &operator_entry(v)?.fields_v1.as_ref()?.0;
-    match fields {
-        Value::String(text) => serde_json::from_str(text).ok().map(Cow::Owned),
-        tree => Some(Cow::Borrowed(tree)),
-    }
-}
-
-fn operator_entry(v: &ManagedOSVersion) -> Option<&ManagedFieldsEntry> {
-    v.metadata.managed_fields.iter().flatten().find(|m| {
-        m.manager.as_deref() == Some(FIELD_MANAGER) && m.operation.as_deref() == Some("Apply")
-    })
 }
 
 /// Whether the owned field set names a field that `want` does not have. Keys of a field set

@@ -26,7 +26,7 @@ use crate::controller::io::{Kind, ObjectIo};
 use crate::metrics::Metrics;
 use crate::syncer::versions::{conflict, controlled_by};
 
-/// The resourceVersion of a create-only apply (as for versions): no object has it, so an
+/// The resourceVersion of a create-only apply: no object has it, so an
 /// apply carrying it creates, or fails with 409 when the name exists.
 const CREATE_ONLY: &str = "1";
 

@@ -2,6 +2,7 @@
 //! sync: its dry run, the write itself through the one writer ([`super::writer`]), and how
 //! to take it back.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -12,10 +13,6 @@ use crate::api::{
 use crate::controller::io::errors::{delete_uid, is_status};
 use crate::controller::versions::writer::{Allowance, Op, VersionWriter};
 use crate::syncer::Effect;
-
-/// The resourceVersion of a create-only apply (the idiom of java-operator-sdk): no object
-/// the operator could meet has it, so an apply carrying it creates or fails with 409.
-const CREATE_ONLY: &str = "1";
 
 /// One version write, typed by what it does to the version as it was before the sync.
 #[derive(Clone, Copy, Debug)]
@@ -113,7 +110,7 @@ impl<'a> VersionWrite<'a> {
             VersionWrite::Create(version) => {
                 let params = PostParams {
                     dry_run: true,
-                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..create_params()
                 };
                 to.create(Op::DryRun, &params, version).await.map(drop)
             }
@@ -148,15 +145,14 @@ impl<'a> VersionWrite<'a> {
         room: &UndoRoom,
     ) -> Result<Done, kube::Error> {
         match *self {
-            // A create-only apply: a placeholder resourceVersion, which the API server
-            // checks only against an object that exists, refuses a version someone else
-            // created after the dry run (409) instead of taking it over.
+            // A plain create (the cheapest write for the API server; its fields are moved
+            // into the operator's apply record before the first apply, `syncer::fields`):
+            // a version someone else created after the dry run is refused (409), not
+            // taken over.
             VersionWrite::Create(version) => {
                 let name = version.name_any();
-                let mut create = version.clone();
-                create.metadata.resource_version = Some(CREATE_ONLY.into());
                 let written = to
-                    .patch(Op::Apply, &name, &apply_params(), &Patch::Apply(&create))
+                    .create(Op::Apply, &create_params(), version)
                     .await
                     .map_err(|e| created_meanwhile(e, &name))?;
                 Ok(Done {
@@ -177,6 +173,9 @@ impl<'a> VersionWrite<'a> {
                     return Err(crate::controller::versions::meta::gone_meanwhile(&name));
                 };
                 room.keep(&before)?;
+                if let Some(entries) = crate::syncer::fields::gathered(&before) {
+                    gather(to, &before, entries).await?;
+                }
                 let written = to
                     .patch(Op::Apply, &name, &apply_params(), &Patch::Apply(want))
                     .await?;
@@ -240,11 +239,51 @@ impl<'a> VersionWrite<'a> {
     }
 }
 
+/// A version's server-side apply. Field validation is off: the operator sends its own typed
+/// version, which has no unknown or duplicate field to warn of, and the API server's
+/// default (`Warn`) parses every apply body a second time, strictly, to look for them.
+/// The schema is checked all the same (validation and pruning are not field validation).
 fn apply_params() -> PatchParams {
-    PatchParams::apply(FIELD_MANAGER).force()
+    PatchParams::apply(FIELD_MANAGER)
+        .force()
+        .validation_ignore()
 }
 
-/// A create-only apply's 409 says the object "has been modified"; say what happened.
+fn create_params() -> PostParams {
+    PostParams {
+        dry_run: false,
+        field_manager: Some(FIELD_MANAGER.into()),
+    }
+}
+
+/// Moves the fields the operator's create (or an undo's put) recorded into its apply
+/// record (`entries`, from [`crate::syncer::fields::gathered`]), so that the apply that
+/// follows removes what the channel no longer sets. Conditional on the version read.
+async fn gather(
+    to: &VersionWriter<'_>,
+    before: &ManagedOSVersion,
+    entries: Vec<ManagedFieldsEntry>,
+) -> Result<(), kube::Error> {
+    let ops = json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": before.resource_version()},
+        {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+    ]);
+    let patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    to.patch(
+        Op::Apply,
+        &before.name_any(),
+        &params,
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .map(drop)
+}
+
+/// A create's 409 says the object "already exists"; say when it came.
 fn created_meanwhile(e: kube::Error, name: &str) -> kube::Error {
     match e {
         kube::Error::Api(mut s) if s.code == 409 => {

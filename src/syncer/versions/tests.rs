@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::FIELD_MANAGER;
 use crate::syncer::tests::{arcs, channel, existing_version};
 use serde_json::json;
 
@@ -214,6 +215,15 @@ mod change_detection {
         assert!(differs(&unknown, &want));
         unknown.metadata.managed_fields = Some(vec![applied_by_operator(&want)]);
         assert!(!differs(&unknown, &want));
+
+        // As the operator's create recorded it (an Update entry): the same fields are its.
+        let mut created = have.clone();
+        let mut entry = applied_by_operator(&want);
+        entry.operation = Some("Update".into());
+        created.metadata.managed_fields = Some(vec![entry]);
+        assert!(!differs(&created, &want));
+        assert!(differs(&created, &dropped));
+        assert!(differs(&created, &smaller));
     }
 
     #[test]

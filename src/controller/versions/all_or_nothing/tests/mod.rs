@@ -129,7 +129,7 @@ fn creates(names: &[&str]) -> Vec<Effect> {
 async fn a_refused_write_undoes_the_earlier_writes_newest_first() {
     // The third real write meets a quota; the first two are taken back.
     let (api, calls) = fake_api(|c| {
-        (c.is("PATCH", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+        (c.is("POST", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
     });
     let mut effects = creates(&["a", "b", "c"]);
     effects.push(Effect::DeleteVersion {
@@ -189,7 +189,7 @@ async fn a_write_to_an_existing_version_the_dry_run_refuses_changes_nothing() {
 async fn a_create_its_dry_run_admits_but_the_write_refuses_is_undone_before_any_write_to_an_existing_version()
  {
     let (api, calls) = fake_api(|c| {
-        (c.is("PATCH", "b", false)).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
+        (c.is("POST", "b", false)).then(|| refusal(422, "Invalid", "spec.type: Unsupported"))
     });
     let mut effects = marks(&["old"]);
     effects.extend(creates(&["a", "b"]));
@@ -217,11 +217,14 @@ async fn a_refusal_early_in_a_large_batch_does_not_cost_the_rest_of_it() {
     let names: Vec<String> = (0..200).map(|i| format!("v{i:03}")).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let (api, calls) = fake_api(|c| {
-        (c.is("PATCH", "v000", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+        (c.is("POST", "v000", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
     });
     write(&api, &creates(&names)).await.unwrap_err();
     let calls = calls.lock().unwrap().clone();
-    let created = calls.iter().filter(|c| c.method == "PATCH").count();
+    let created = calls
+        .iter()
+        .filter(|c| c.method == "POST" && !c.dry_run)
+        .count();
     let undone = calls.iter().filter(|c| c.method == "DELETE").count();
     // What was in flight when the refusal came, and its undo; not the other 150 or so.
     assert!(created <= 2 * PARALLEL_WRITES, "{created} creates sent");
@@ -231,7 +234,7 @@ async fn a_refusal_early_in_a_large_batch_does_not_cost_the_rest_of_it() {
 #[tokio::test]
 async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
     let (api, _) = fake_api(|c| {
-        (c.is("PATCH", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
+        (c.is("POST", "c", false)).then(|| refusal(403, "Forbidden", "exceeded quota"))
     });
     let metrics = Metrics::default();
     // 20 writes a second after a burst of 2, the namespace alone.
@@ -264,14 +267,14 @@ async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
 
 #[tokio::test]
 async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
-    // The create-only apply carries the placeholder resourceVersion; the API server's 409
-    // is reworded.
+    // A create is refused where the version exists (409); the API server's words are
+    // reworded to say when it came.
     let (api, calls) = fake_api(|c| {
-        (c.is("PATCH", "a", false)).then(|| {
+        (c.is("POST", "a", false)).then(|| {
             refusal(
                 409,
-                "Conflict",
-                "Operation cannot be fulfilled: the object has been modified",
+                "AlreadyExists",
+                "managedosversions.rancheros.cattle.io \"a\" already exists",
             )
         })
     });
@@ -282,8 +285,8 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
     );
     let calls = calls.lock().unwrap().clone();
     assert!(calls[0].is("POST", "a", true), "{calls:#?}");
-    assert!(calls[1].is("PATCH", "a", false), "{calls:#?}");
-    assert_eq!(calls[1].body["metadata"]["resourceVersion"], "1");
+    assert!(calls[1].is("POST", "a", false), "{calls:#?}");
+    assert_eq!(calls.len(), 2, "nothing to undo: {calls:#?}");
 }
 
 #[tokio::test]
@@ -323,9 +326,49 @@ async fn updates_and_flags_carry_the_uid_and_deletes_go_last() {
 }
 
 #[tokio::test]
+async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
+    // As a create leaves it: the operator's fields under an Update entry.
+    let (api, calls) = fake_api(|_| None);
+    let mut before = version("kept", Some("uid-kept"));
+    before.metadata.resource_version = Some("7".into());
+    before.metadata.managed_fields = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+            manager: Some(crate::api::FIELD_MANAGER.into()),
+            operation: Some("Update".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                json!({"f:metadata": {"f:labels": {".": {}, "f:arch": {}}}}),
+            )),
+            ..Default::default()
+        },
+    ]);
+    let effects = [Effect::ApplyVersion {
+        want: Box::new(version("kept", Some("uid-kept"))),
+        replaces: Some(Arc::new(before)),
+    }];
+    write(&api, &effects).await.unwrap();
+    let calls = calls.lock().unwrap().clone();
+    let real: Vec<&Call> = calls.iter().filter(|c| !c.dry_run).collect();
+    assert_eq!(real.len(), 2, "{calls:#?}");
+    // Conditional on the version read, then the apply.
+    assert_eq!(
+        real[0].body[0],
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+    );
+    let entries = &real[0].body[1]["value"];
+    assert_eq!(entries[0]["operation"], "Apply", "{entries}");
+    assert_eq!(
+        entries[0]["fieldsV1"]["f:metadata"]["f:labels"]["f:arch"],
+        json!({})
+    );
+    assert_eq!(entries.as_array().map(Vec::len), Some(1), "{entries}");
+    assert_eq!(real[1].body["metadata"]["uid"], "uid-kept");
+}
+
+#[tokio::test]
 async fn a_failed_undo_says_which_versions_it_could_not_take_back() {
     let (api, _) = fake_api(|c| {
-        if c.is("PATCH", "b", false) {
+        if c.is("POST", "b", false) {
             Some(refusal(403, "Forbidden", "exceeded quota"))
         } else if c.is("DELETE", "a", false) {
             Some(refusal(503, "ServiceUnavailable", "etcd is down"))
@@ -402,7 +445,7 @@ async fn where_nothing_can_refuse_the_writes_go_without_dry_runs_and_a_refusal_i
 
     // A webhook added a moment ago refuses the second create: the first is taken back.
     let (api, calls) = fake_api(|c| {
-        (c.is("PATCH", "b", false)).then(|| refusal(400, "BadRequest", "admission webhook denied"))
+        (c.is("POST", "b", false)).then(|| refusal(400, "BadRequest", "admission webhook denied"))
     });
     let to = VersionWriter::new(api.clone(), "ns", &writes, &metrics, 32 << 20);
     let err = write_all(&to, &creates(&["a", "b"]), 32 << 20, false)
