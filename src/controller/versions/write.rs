@@ -258,14 +258,16 @@ fn create_params() -> PostParams {
 
 /// Moves the fields the operator's create (or an undo's put) recorded into its apply
 /// record (`entries`, from [`crate::syncer::fields::gathered`]), so that the apply that
-/// follows removes what the channel no longer sets. Conditional on the version read.
+/// follows removes what the channel no longer sets. Conditional on the version read: the
+/// patched object carries its resourceVersion, which the API server checks (409 when the
+/// version changed since, as for any stale write).
 async fn gather(
     to: &VersionWriter<'_>,
     before: &ManagedOSVersion,
     entries: Vec<ManagedFieldsEntry>,
 ) -> Result<(), kube::Error> {
     let ops = json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": before.resource_version()},
+        {"op": "replace", "path": "/metadata/resourceVersion", "value": before.resource_version()},
         {"op": "replace", "path": "/metadata/managedFields", "value": entries},
     ]);
     let patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;

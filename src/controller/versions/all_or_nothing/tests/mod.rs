@@ -353,7 +353,7 @@ async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
     // Conditional on the version read, then the apply.
     assert_eq!(
         real[0].body[0],
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": "7"})
+        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "7"})
     );
     let entries = &real[0].body[1]["value"];
     assert_eq!(entries[0]["operation"], "Apply", "{entries}");
