@@ -48,7 +48,7 @@ async fn a_webhook_registered_while_the_operator_runs_makes_the_next_sync_dry_ru
         .synced_custom("ch", &channel_data(&[("a", "v1"), ("b", "v1")]), SYNC)
         .await;
     // Nothing could refuse: the first sync wrote each version once, no dry run.
-    assert_version_requests(&t.ns, &[("patch", 2)]).await;
+    assert_version_requests(&t.ns, &[("create", 2)]).await;
 
     // A webhook (unreachable, failurePolicy Fail) for the versions of this namespace
     // labelled refuse=yes, its rule a wildcard as policy engines register theirs: it
@@ -114,9 +114,9 @@ async fn a_quota_counting_versions_makes_its_namespace_dry_run_and_no_other() {
     free.wait_ready("ch", "Synchronized", SYNC).await;
 
     // The quota's namespace: each version dry-run (a create), then written (an apply).
-    assert_version_requests(&quota_ns.ns, &[("create (dry run)", 20), ("patch", 20)]).await;
+    assert_version_requests(&quota_ns.ns, &[("create (dry run)", 20), ("create", 20)]).await;
     // The other namespace: one request per version.
-    assert_version_requests(&free.ns, &[("patch", 20)]).await;
+    assert_version_requests(&free.ns, &[("create", 20)]).await;
     free.cleanup().await;
     quota_ns.cleanup().await;
 }
@@ -178,7 +178,7 @@ async fn an_operator_that_may_not_watch_admission_dry_runs_every_sync() {
     )
     .await;
     t.wait_ready("ch", "Synchronized", SYNC).await;
-    assert_version_requests(&t.ns, &[("create (dry run)", 3), ("patch", 3)]).await;
+    assert_version_requests(&t.ns, &[("create (dry run)", 3), ("create", 3)]).await;
     assert!(
         t.operator_log()
             .contains("dry-running the version writes first: not watched"),
