@@ -279,6 +279,10 @@ pub fn rows(
     }
     if let (Some(u), Some(b)) = (&big.unpaced, &big.baseline) {
         rows.push((
+            "--write-qps 0: first sync time now / baseline build's".into(),
+            ratio(u.seconds, b.seconds).into(),
+        ));
+        rows.push((
             "--write-qps 0: peak RSS now / baseline build's".into(),
             ratio(u.rss as f64, b.rss as f64).into(),
         ));

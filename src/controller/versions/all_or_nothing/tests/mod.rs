@@ -326,46 +326,6 @@ async fn updates_and_flags_carry_the_uid_and_deletes_go_last() {
 }
 
 #[tokio::test]
-async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
-    // As a create leaves it: the operator's fields under an Update entry.
-    let (api, calls) = fake_api(|_| None);
-    let mut before = version("kept", Some("uid-kept"));
-    before.metadata.resource_version = Some("7".into());
-    before.metadata.managed_fields = Some(vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
-            manager: Some(crate::api::FIELD_MANAGER.into()),
-            operation: Some("Update".into()),
-            fields_type: Some("FieldsV1".into()),
-            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
-                json!({"f:metadata": {"f:labels": {".": {}, "f:arch": {}}}}),
-            )),
-            ..Default::default()
-        },
-    ]);
-    let effects = [Effect::ApplyVersion {
-        want: Box::new(version("kept", Some("uid-kept"))),
-        replaces: Some(Arc::new(before)),
-    }];
-    write(&api, &effects).await.unwrap();
-    let calls = calls.lock().unwrap().clone();
-    let real: Vec<&Call> = calls.iter().filter(|c| !c.dry_run).collect();
-    assert_eq!(real.len(), 2, "{calls:#?}");
-    // Conditional on the version read, then the apply.
-    assert_eq!(
-        real[0].body[0],
-        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "7"})
-    );
-    let entries = &real[0].body[1]["value"];
-    assert_eq!(entries[0]["operation"], "Apply", "{entries}");
-    assert_eq!(
-        entries[0]["fieldsV1"]["f:metadata"]["f:labels"]["f:arch"],
-        json!({})
-    );
-    assert_eq!(entries.as_array().map(Vec::len), Some(1), "{entries}");
-    assert_eq!(real[1].body["metadata"]["uid"], "uid-kept");
-}
-
-#[tokio::test]
 async fn a_failed_undo_says_which_versions_it_could_not_take_back() {
     let (api, _) = fake_api(|c| {
         if c.is("POST", "b", false) {
@@ -460,4 +420,5 @@ async fn where_nothing_can_refuse_the_writes_go_without_dry_runs_and_a_refusal_i
     assert!(sent.last().unwrap().is("DELETE", "a", false), "{sent:#?}");
 }
 
+mod fields;
 mod turns;
