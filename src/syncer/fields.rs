@@ -198,18 +198,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_flag_annotations_stay_with_the_patches_that_set_them() {
+    /// A version the operator created, flagged, then applied one more field to: its
+    /// Update entry's set, its Apply entry's set, and the union of the two but the flag.
+    fn flagged_then_applied() -> (Value, Value, Value) {
         let mut update = created();
         update["f:metadata"]["f:annotations"][flag()] = json!({});
         let applied = json!({"f:spec": {"f:minVersion": {}}});
+        let mut ours = created();
+        ours["f:spec"]["f:minVersion"] = json!({});
+        (update, applied, ours)
+    }
+
+    #[test]
+    fn the_flag_annotations_stay_with_the_patches_that_set_them() {
+        let (update, applied, want) = flagged_then_applied();
         let v = version(&[
             (FIELD_MANAGER, "Apply", applied),
             (FIELD_MANAGER, "Update", update),
         ]);
         let entries = gathered(&v).unwrap();
-        let mut want = created();
-        want["f:spec"]["f:minVersion"] = json!({});
         assert_eq!(
             sets(&entries),
             [
@@ -231,8 +238,7 @@ mod tests {
 
     #[test]
     fn a_status_entry_or_another_managers_is_not_the_operators() {
-        let status = version(&[(FIELD_MANAGER, "Update", created())]);
-        let mut status = status;
+        let mut status = version(&[(FIELD_MANAGER, "Update", created())]);
         status.metadata.managed_fields.as_mut().unwrap()[0].subresource = Some("status".into());
         assert_eq!(gathered(&status), None);
         assert_eq!(ours(&status), None);
@@ -244,9 +250,7 @@ mod tests {
 
     #[test]
     fn the_operators_fields_are_its_applys_and_its_creates_but_the_flags() {
-        let mut update = created();
-        update["f:metadata"]["f:annotations"][flag()] = json!({});
-        let applied = json!({"f:spec": {"f:minVersion": {}}});
+        let (update, applied, want) = flagged_then_applied();
         let v = version(&[
             (
                 "kubectl",
@@ -256,8 +260,6 @@ mod tests {
             (FIELD_MANAGER, "Apply", applied.clone()),
             (FIELD_MANAGER, "Update", update),
         ]);
-        let mut want = created();
-        want["f:spec"]["f:minVersion"] = json!({});
         assert_eq!(ours(&v), Some(want));
         assert_eq!(
             ours(&version(&[(FIELD_MANAGER, "Apply", applied.clone())])),
