@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::get;
 use rancheros_operator::budget::{Budget, IDLE};
-use rancheros_operator::config::{ImageRef, OciOptions, Platform};
+use rancheros_operator::config::{ImageRef, OciOptions};
 use rancheros_operator::egress::Policy;
 use rancheros_operator::fetch::{Response, Validators};
 use rancheros_operator::registry::{self, Access};
@@ -60,15 +60,10 @@ struct Row {
 
 async fn pulls(registry: &str, name: &str, timeout: Duration) -> (String, Duration) {
     let client = registry::Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap();
+    let image = ImageRef::parse(&format!("{registry}/{name}:v1")).unwrap();
     let options = OciOptions {
-        image: ImageRef::parse(&format!("{registry}/{name}:v1")).unwrap(),
-        path: "/channel.json".into(),
-        image_pull_secrets: Vec::new(),
-        ca_secret: None,
         insecure: true,
-        platform: Platform::host(),
-        timeout,
-        verify_secret: None,
+        ..OciOptions::of_image(image, timeout)
     };
     let budget = Budget::new(16 << 20, IDLE);
     let (known, access) = (Validators::default(), Access::default());

@@ -35,6 +35,23 @@ pub struct OciOptions {
     pub verify_secret: Option<String>,
 }
 
+impl OciOptions {
+    /// The options of a channel that names only `image` and `timeout`: the default path,
+    /// the host's platform, TLS, no secrets, no signature to verify.
+    pub fn of_image(image: ImageRef, timeout: Duration) -> Self {
+        OciOptions {
+            image,
+            path: DEFAULT_PATH.into(),
+            image_pull_secrets: Vec::new(),
+            ca_secret: None,
+            insecure: false,
+            platform: Platform::host(),
+            timeout,
+            verify_secret: None,
+        }
+    }
+}
+
 /// An image reference: `[host[:port]/]repository(:tag|@sha256:hex)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageRef {

@@ -71,14 +71,11 @@ pub async fn pull_with(
     };
     let credentials = registry::auth::first_credentials(&configs, &reference.registry);
     let options = OciOptions {
-        image: reference,
         path,
-        image_pull_secrets: Vec::new(),
-        ca_secret: None,
         insecure: o.insecure,
         platform,
-        timeout: o.timeout,
         verify_secret: o.key_file.as_ref().map(|f| f.display().to_string()),
+        ..OciOptions::of_image(reference, o.timeout)
     };
     let client = registry::Client::new(Policy::new(Vec::new(), Vec::new()), o.max_layer_bytes)
         .map_err(|e| format!("cannot build the HTTP client: {e}"))?;

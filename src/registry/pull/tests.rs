@@ -9,7 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 use crate::budget::Hold;
-use crate::config::{ImageRef, Platform};
+use crate::config::ImageRef;
 use crate::egress::Policy;
 
 /// A request's head, as text; `None`: the peer went away first.
@@ -118,14 +118,8 @@ impl Puller {
         Puller {
             client: Client::new(Policy::new(Vec::new(), Vec::new()), 512 << 20).unwrap(),
             options: OciOptions {
-                image: ImageRef::parse(&format!("{addr}/a:v1")).unwrap(),
-                path: "/channel.json".into(),
-                image_pull_secrets: Vec::new(),
-                ca_secret: None,
                 insecure: true,
-                platform: Platform::host(),
-                timeout,
-                verify_secret: None,
+                ..OciOptions::of_image(ImageRef::parse(&format!("{addr}/a:v1")).unwrap(), timeout)
             },
             known: Validators::default(),
             access: Access::default(),
