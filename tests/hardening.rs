@@ -152,7 +152,8 @@ async fn a_version_created_by_someone_else_during_the_sync_is_not_taken_over() {
     let message = ready_message(&ch);
     assert!(
         message.starts_with(
-            "apply version v-1000: version v-1000 was created by someone else during the sync; \
+            "apply version v-1000: version \"v-1000\" already exists and is not controlled by \
+             any channel; the sync had not seen it; \
              the sync's 999 earlier writes were undone, so nothing was changed"
         ),
         "{message}"

@@ -64,6 +64,7 @@ pub(crate) fn rbac_is_least(rel: &Release, watched: &str) {
         ("get", CHANNELS, w, true),
         ("watch", CHANNELS, w, true),
         ("patch", &channel_status, w, true),
+        ("get", VERSIONS, w, true),
         ("list", VERSIONS, w, true),
         ("watch", VERSIONS, w, true),
         ("create", VERSIONS, w, true),

@@ -151,10 +151,12 @@ impl<'a> VersionWrite<'a> {
             // taken over.
             VersionWrite::Create(version) => {
                 let name = version.name_any();
-                let written = to
-                    .create(Op::Apply, &create_params(), version)
-                    .await
-                    .map_err(|e| created_meanwhile(e, &name))?;
+                let written = match to.create(Op::Apply, &create_params(), version).await {
+                    Err(e) if is_status(&e, 409) => {
+                        return Err(created_meanwhile(to, e, &name).await);
+                    }
+                    written => written?,
+                };
                 Ok(Done {
                     undo: Some(Undo::Delete {
                         name: name.clone(),
@@ -285,16 +287,20 @@ async fn gather(
     .map(drop)
 }
 
-/// A create's 409 says the object "already exists"; say when it came.
-fn created_meanwhile(e: kube::Error, name: &str) -> kube::Error {
-    match e {
-        kube::Error::Api(mut s) if s.code == 409 => {
-            s.reason = "AlreadyExists".into();
-            s.message = format!("version {name} was created by someone else during the sync");
-            kube::Error::Api(s)
-        }
-        e => e,
-    }
+/// A create's 409: someone else created the version after the sync looked, or before the
+/// operator's cache saw it. Said as the sync says any name it does not hold
+/// ([`crate::syncer::versions::conflict`], the version read once).
+async fn created_meanwhile(to: &VersionWriter<'_>, e: kube::Error, name: &str) -> kube::Error {
+    let kube::Error::Api(mut s) = e else {
+        return e;
+    };
+    let holder = match to.api().get_opt(name).await {
+        Ok(Some(v)) => crate::syncer::versions::conflict("version", &v.metadata),
+        _ => format!("version {name:?} exists"),
+    };
+    s.reason = "AlreadyExists".into();
+    s.message = format!("{holder}; the sync had not seen it");
+    kube::Error::Api(s)
 }
 
 /// Sets or removes the no-longer-in-sync annotation (as a dry run for [`Op::DryRun`]); the

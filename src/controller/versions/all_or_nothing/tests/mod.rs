@@ -268,7 +268,7 @@ async fn every_write_of_a_sync_and_of_its_undo_is_counted_and_paced() {
 #[tokio::test]
 async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
     // A create is refused where the version exists (409); the API server's words are
-    // reworded to say when it came.
+    // reworded to say who holds it (read once) and when it came.
     let (api, calls) = fake_api(|c| {
         (c.is("POST", "a", false)).then(|| {
             refusal(
@@ -281,12 +281,13 @@ async fn a_version_created_meanwhile_is_reported_as_such_and_not_taken_over() {
     let err = write(&api, &creates(&["a"])).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "apply version a: version a was created by someone else during the sync; nothing was changed"
+        "apply version a: version \"a\" already exists and is not controlled by any channel; the sync had not seen it; nothing was changed"
     );
     let calls = calls.lock().unwrap().clone();
     assert!(calls[0].is("POST", "a", true), "{calls:#?}");
     assert!(calls[1].is("POST", "a", false), "{calls:#?}");
-    assert_eq!(calls.len(), 2, "nothing to undo: {calls:#?}");
+    assert!(calls[2].is("GET", "a", false), "{calls:#?}");
+    assert_eq!(calls.len(), 3, "nothing to undo: {calls:#?}");
 }
 
 #[tokio::test]
