@@ -2,7 +2,6 @@
 //! sync: its dry run, the write itself through the one writer ([`super::writer`]), and how
 //! to take it back.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -175,9 +174,7 @@ impl<'a> VersionWrite<'a> {
                     return Err(crate::controller::versions::meta::gone_meanwhile(&name));
                 };
                 room.keep(&before)?;
-                if let Some(entries) = crate::syncer::fields::gathered(&before) {
-                    gather(to, &before, entries).await?;
-                }
+                gather(to, &before).await?;
                 let written = to
                     .patch(Op::Apply, &name, &apply_params(), &Patch::Apply(want))
                     .await?;
@@ -258,33 +255,46 @@ fn create_params() -> PostParams {
     }
 }
 
+/// How often the move of a version's field record is tried when the version changed
+/// between its read and the move (the same sync's flag patch of it runs beside).
+const GATHER_ATTEMPTS: usize = 3;
+
 /// Moves the fields the operator's create (or an undo's put) recorded into its apply
-/// record (`entries`, from [`crate::syncer::fields::gathered`]), so that the apply that
-/// follows removes what the channel no longer sets. Conditional on the version read: the
-/// patched object carries its resourceVersion, which the API server checks (409 when the
-/// version changed since, as for any stale write).
-async fn gather(
-    to: &VersionWriter<'_>,
-    before: &ManagedOSVersion,
-    entries: Vec<ManagedFieldsEntry>,
-) -> Result<(), kube::Error> {
-    let ops = json!([
-        {"op": "replace", "path": "/metadata/resourceVersion", "value": before.resource_version()},
-        {"op": "replace", "path": "/metadata/managedFields", "value": entries},
-    ]);
-    let patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+/// record ([`crate::syncer::fields::gathered`]), so that the apply that follows removes
+/// what the channel no longer sets; nothing when there is nothing to move. Conditional on
+/// the version read: the patched object carries its resourceVersion, and on a conflict
+/// the version is read again and the move made from that (never from a stale record);
+/// a version re-created meanwhile (another uid) is left to the apply, which refuses it.
+async fn gather(to: &VersionWriter<'_>, before: &ManagedOSVersion) -> Result<(), kube::Error> {
+    let name = before.name_any();
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    to.patch(
-        Op::Apply,
-        &before.name_any(),
-        &params,
-        &Patch::Json::<()>(patch),
-    )
-    .await
-    .map(drop)
+    let mut read = std::borrow::Cow::Borrowed(before);
+    for attempt in 1..=GATHER_ATTEMPTS {
+        let Some(entries) = crate::syncer::fields::gathered(&read) else {
+            return Ok(());
+        };
+        let ops = json!([
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": read.resource_version()},
+            {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+        ]);
+        let patch = serde_json::from_value(ops).map_err(kube::Error::SerdeError)?;
+        match to
+            .patch(Op::Apply, &name, &params, &Patch::Json::<()>(patch))
+            .await
+        {
+            Err(e) if is_status(&e, 409) && attempt < GATHER_ATTEMPTS => {
+                match to.api().get_opt(&name).await? {
+                    Some(v) if v.uid() == before.uid() => read = std::borrow::Cow::Owned(v),
+                    _ => return Ok(()),
+                }
+            }
+            written => return written.map(drop),
+        }
+    }
+    Ok(())
 }
 
 /// A create's 409: someone else created the version after the sync looked, or before the

@@ -4,13 +4,12 @@
 use super::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 
-#[tokio::test]
-async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
-    // As a create leaves it: the operator's fields under an Update entry.
-    let (api, calls) = fake_api(|_| None);
-    let mut before = version("kept", Some("uid-kept"));
-    before.metadata.resource_version = Some("7".into());
-    before.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+/// Version "kept" at `resource_version` as a create leaves it: the operator's fields under
+/// an Update entry.
+fn created(resource_version: &str) -> ManagedOSVersion {
+    let mut v = version("kept", Some("uid-kept"));
+    v.metadata.resource_version = Some(resource_version.into());
+    v.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
         manager: Some(crate::api::FIELD_MANAGER.into()),
         operation: Some("Update".into()),
         fields_type: Some("FieldsV1".into()),
@@ -19,6 +18,45 @@ async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
         )),
         ..Default::default()
     }]);
+    v
+}
+
+/// Whether a call is the move of the field record (a JSON patch: an array of operations).
+fn is_move(c: &Call) -> bool {
+    c.method == "PATCH" && c.body.is_array()
+}
+
+#[tokio::test]
+async fn a_move_that_meets_a_changed_version_reads_it_again_and_moves_from_that() {
+    // The same sync's flag patch changed the version between the read and the move.
+    let moves = std::sync::atomic::AtomicUsize::new(0);
+    let (api, calls) = fake_api(move |c| {
+        if is_move(c) && moves.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            return Some(refusal(409, "Conflict", "the object has been modified"));
+        }
+        (c.method == "GET").then(|| (200, serde_json::to_value(created("8")).unwrap()))
+    });
+    let effects = [Effect::ApplyVersion {
+        want: Box::new(version("kept", Some("uid-kept"))),
+        replaces: Some(Arc::new(created("7"))),
+    }];
+    write(&api, &effects).await.unwrap();
+    let calls = calls.lock().unwrap().clone();
+    let real: Vec<&Call> = calls.iter().filter(|c| !c.dry_run).collect();
+    let sent: Vec<&str> = real.iter().map(|c| c.method.as_str()).collect();
+    assert_eq!(sent, ["PATCH", "GET", "PATCH", "PATCH"], "{calls:#?}");
+    assert_eq!(real[0].body[0]["value"], "7");
+    assert_eq!(
+        real[2].body[0]["value"], "8",
+        "the second move is of the version read again"
+    );
+    assert!(!is_move(real[3]), "then the apply: {calls:#?}");
+}
+
+#[tokio::test]
+async fn an_update_moves_the_fields_its_create_recorded_into_its_apply_first() {
+    let (api, calls) = fake_api(|_| None);
+    let before = created("7");
     let effects = [Effect::ApplyVersion {
         want: Box::new(version("kept", Some("uid-kept"))),
         replaces: Some(Arc::new(before)),
